@@ -1,0 +1,21 @@
+//! weft's Inmanta frontend.
+//!
+//! Source text goes in, a checked program and diagnostics come out:
+//!
+//! * [`lexer`] and [`parser`] turn one `.cf` file into an arena-allocated [`ast`];
+//! * `project` finds `project.yml`, `main.cf` and the modules a project imports (v1 modules
+//!   under the module path, v2 modules in a Python environment, and weft's embedded `std`);
+//! * `check` performs the static checks the reference compiler performs before it executes
+//!   anything.
+//!
+//! Architecture invariant: the frontend never panics on input. Every problem in a user's files
+//! becomes a [`weft_ir::Diagnostic`]; functions return partial results together with the
+//! diagnostics rather than stopping at the first one.
+
+pub mod ast;
+pub mod lexer;
+pub mod parser;
+pub mod regex;
+pub mod strings;
+
+pub use parser::{ParseOutput, parse_file};

@@ -1,0 +1,17 @@
+//! The leaf crate of weft.
+//!
+//! Everything that more than one stage needs to agree on lives here: source positions
+//! ([`span`]), interned identifiers ([`symbol`]) and diagnostics as plain data
+//! ([`diagnostic`]). The IR itself, its text form and the artifact container join this crate
+//! as the evaluator and artifact work lands.
+//!
+//! Architecture invariant: this crate depends on no other weft crate, performs no I/O and
+//! renders nothing; it only describes.
+
+pub mod diagnostic;
+pub mod span;
+pub mod symbol;
+
+pub use diagnostic::{Code, Diagnostic, ErrorKind, Label, Note, NoteKind, Severity};
+pub use span::{FileId, LineCol, Location, SourceFile, SourceMap, Span};
+pub use symbol::{Interner, Symbol};

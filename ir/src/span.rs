@@ -1,0 +1,188 @@
+//! Source positions.
+//!
+//! Positions are byte offsets stored as `u32` so that AST and IR nodes stay small; a
+//! [`SourceMap`] turns them into the 1-based line and character column that users (and the
+//! reference compiler) speak in.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+/// Index of a file in a [`SourceMap`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct FileId(pub u32);
+
+/// A half-open byte range `start..end` inside one file.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Span {
+    pub start: u32,
+    pub end: u32,
+}
+
+impl Span {
+    pub const fn new(start: u32, end: u32) -> Self {
+        Span { start, end }
+    }
+
+    /// The smallest span that covers both `self` and `other`.
+    pub fn to(self, other: Span) -> Span {
+        Span { start: self.start.min(other.start), end: self.end.max(other.end) }
+    }
+
+    pub fn len(self) -> u32 {
+        self.end - self.start
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.start == self.end
+    }
+}
+
+/// A span together with the file it belongs to: what diagnostics and the IR carry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Location {
+    pub file: FileId,
+    pub span: Span,
+}
+
+impl Location {
+    pub const fn new(file: FileId, span: Span) -> Self {
+        Location { file, span }
+    }
+}
+
+/// A 1-based line and a 1-based column counted in characters, as the reference compiler
+/// reports them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct LineCol {
+    pub line: u32,
+    pub column: u32,
+}
+
+/// One loaded source file.
+#[derive(Clone, Debug)]
+pub struct SourceFile {
+    /// The path shown to users: relative to the project directory where possible
+    /// (`main.cf`, `libs/mymod/model/_init.cf`), or a `<weft>/...` path for embedded files.
+    pub name: String,
+    /// The file's text. Invalid UTF-8 is replaced before it gets here (with a diagnostic).
+    pub text: Arc<str>,
+    line_starts: Vec<u32>,
+}
+
+impl SourceFile {
+    pub fn new(name: impl Into<String>, text: impl Into<Arc<str>>) -> Self {
+        let text: Arc<str> = text.into();
+        let line_starts = compute_line_starts(&text);
+        SourceFile { name: name.into(), text, line_starts }
+    }
+
+    /// Line and character column of a byte offset. Offsets past the end clamp to the end.
+    pub fn line_col(&self, offset: u32) -> LineCol {
+        let offset = offset.min(self.text.len() as u32);
+        let line_index = match self.line_starts.binary_search(&offset) {
+            Ok(i) => i,
+            Err(i) => i - 1,
+        };
+        let line_start = self.line_starts[line_index] as usize;
+        let mut end = offset as usize;
+        while !self.text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let column = self.text[line_start..end].chars().count() as u32 + 1;
+        LineCol { line: line_index as u32 + 1, column }
+    }
+
+    /// The byte range of a 1-based line, without its line terminator.
+    pub fn line_range(&self, line: u32) -> Option<std::ops::Range<usize>> {
+        let index = line.checked_sub(1)? as usize;
+        let start = *self.line_starts.get(index)? as usize;
+        let mut end = self.line_starts.get(index + 1).map_or(self.text.len(), |&e| e as usize);
+        let bytes = self.text.as_bytes();
+        while end > start && matches!(bytes[end - 1], b'\n' | b'\r') {
+            end -= 1;
+        }
+        Some(start..end)
+    }
+
+    pub fn line_count(&self) -> usize {
+        self.line_starts.len()
+    }
+}
+
+/// Line starts after `\n`, `\r\n` and a lone `\r`: the reference reads sources with Python's
+/// universal newlines, so all three end a line.
+fn compute_line_starts(text: &str) -> Vec<u32> {
+    let bytes = text.as_bytes();
+    let mut starts = Vec::with_capacity(bytes.len() / 32 + 1);
+    starts.push(0);
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\n' => starts.push(i as u32 + 1),
+            b'\r' => {
+                if bytes.get(i + 1) == Some(&b'\n') {
+                    i += 1;
+                }
+                starts.push(i as u32 + 1);
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    starts
+}
+
+/// All source files of one compilation.
+#[derive(Clone, Debug, Default)]
+pub struct SourceMap {
+    files: Vec<SourceFile>,
+}
+
+impl SourceMap {
+    pub fn new() -> Self {
+        SourceMap::default()
+    }
+
+    pub fn add(&mut self, file: SourceFile) -> FileId {
+        let id = FileId(self.files.len() as u32);
+        self.files.push(file);
+        id
+    }
+
+    pub fn get(&self, id: FileId) -> &SourceFile {
+        &self.files[id.0 as usize]
+    }
+
+    pub fn files(&self) -> impl Iterator<Item = (FileId, &SourceFile)> {
+        self.files.iter().enumerate().map(|(i, f)| (FileId(i as u32), f))
+    }
+
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
+    pub fn line_col(&self, loc: Location) -> LineCol {
+        self.get(loc.file).line_col(loc.span.start)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_col_counts_characters_and_all_newline_styles() {
+        let f = SourceFile::new("t.cf", "a = 1\r\nbé = 2\rc\n");
+        assert_eq!(f.line_col(0), LineCol { line: 1, column: 1 });
+        assert_eq!(f.line_col(7), LineCol { line: 2, column: 1 });
+        // "bé = 2": the '=' is the 4th character but the 5th byte.
+        assert_eq!(f.line_col(7 + 4), LineCol { line: 2, column: 4 });
+        assert_eq!(f.line_col(15), LineCol { line: 3, column: 1 });
+        assert_eq!(f.line_range(2), Some(7..14));
+    }
+}
