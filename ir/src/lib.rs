@@ -9,6 +9,7 @@
 //! renders nothing; it only describes.
 
 pub mod diagnostic;
+pub mod plugin;
 pub mod span;
 pub mod symbol;
 
