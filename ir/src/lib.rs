@@ -12,6 +12,7 @@ pub mod diagnostic;
 pub mod plugin;
 pub mod span;
 pub mod symbol;
+pub mod value;
 
 pub use diagnostic::{Code, Diagnostic, ErrorKind, Label, Note, NoteKind, Severity};
 pub use span::{FileId, LineCol, Location, SourceFile, SourceMap, Span};

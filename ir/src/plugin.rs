@@ -50,18 +50,25 @@ pub struct PluginSignature {
     pub name: String,
     /// The namespace the plugin belongs to (`std`, `mymod::sub`), from its Python module path.
     pub namespace: String,
-    /// Parameters in order, without a leading `Context` parameter (see `takes_context`).
+    /// Parameters in order, without the `Context` parameter (see `takes_context`).
     pub params: Vec<PluginParam>,
     /// `None` when the return type is not annotated, which means `any`.
     pub returns: Option<TypeAnnotation>,
-    /// The plugin's first parameter is annotated `Context`; the runtime passes it.
+    /// The plugin has a parameter annotated `Context`; the runtime passes it.
     pub takes_context: bool,
+    /// Where the `Context` parameter sits among the function's Python parameters, so the
+    /// runtime can insert it there; 0 for the usual leading `ctx: Context`. Only meaningful when
+    /// `takes_context`. It is needed because the reference accepts the context at any position
+    /// among the positional parameters, and real modules rely on it (`yaml::load(path: "string",
+    /// ctx: Context)`).
+    #[serde(default)]
+    pub context_position: u32,
     /// `@plugin(allow_unknown=True)`: called even with Unknown arguments.
     pub allow_unknown: bool,
     /// `@plugin(emits_statements=True)`.
     pub emits_statements: bool,
-    /// `@deprecated` or `@deprecated(replaced_by=...)`: the replacement, if any.
-    pub deprecated: Option<Option<String>>,
+    /// `@deprecated` or `@deprecated(replaced_by=...)`.
+    pub deprecated: Option<Deprecation>,
     /// Where the `def` is: the Python file (relative to the module) and its 1-based line.
     pub source_file: String,
     pub source_line: u32,
@@ -72,6 +79,13 @@ impl PluginSignature {
     pub fn qualified_name(&self) -> String {
         format!("{}::{}", self.namespace, self.name)
     }
+}
+
+/// A plugin marked `@deprecated`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Deprecation {
+    /// What to use instead, when the decorator names it.
+    pub replaced_by: Option<String>,
 }
 
 /// A Python dataclass found in a module's plugins: the counterpart of a `std::Dataclass`

@@ -1,0 +1,536 @@
+//! Values with Python semantics.
+//!
+//! The reference compiler evaluates models with Python objects, so equality, arithmetic,
+//! comparisons and the way values print all follow Python: `1 == 1.0 == true`, `/` always
+//! gives a float, ints have arbitrary precision, `%` takes the sign of the divisor, and
+//! `str(0.1 + 0.2)` is `0.30000000000000004`. This module holds the plain data values
+//! (everything a literal can denote) and those operations, shared by the frontend (constant
+//! defaults, typedef checks) and the evaluator.
+
+use std::cmp::Ordering;
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use num_bigint::BigInt;
+use num_traits::{One, Signed, ToPrimitive, Zero};
+use serde::{Deserialize, Serialize};
+
+/// A plain data value.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Value {
+    Null,
+    Bool(bool),
+    Int(i64),
+    /// An integer outside the `i64` range; never holds a value that fits in `i64`.
+    BigInt(Arc<BigInt>),
+    Float(f64),
+    Str(Arc<str>),
+    List(Arc<[Value]>),
+    /// Keys are strings and keep insertion order, as Python dicts do.
+    Dict(Arc<[(Arc<str>, Value)]>),
+}
+
+/// Why an operation on values failed; the caller turns this into a diagnostic with the
+/// reference's exception kind.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ValueError {
+    /// A `TypingException` in the reference.
+    Typing(String),
+    /// Division or modulo by zero: a raw Python `ZeroDivisionError` in the reference.
+    ZeroDivision(String),
+}
+
+impl Value {
+    pub fn str(s: &str) -> Value {
+        Value::Str(Arc::from(s))
+    }
+
+    pub fn int(i: BigInt) -> Value {
+        match i.to_i64() {
+            Some(v) => Value::Int(v),
+            None => Value::BigInt(Arc::new(i)),
+        }
+    }
+
+    /// The Python type name, as used in error messages.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::Null => "NoneValue",
+            Value::Bool(_) => "bool",
+            Value::Int(_) | Value::BigInt(_) => "int",
+            Value::Float(_) => "float",
+            Value::Str(_) => "str",
+            Value::List(_) => "list",
+            Value::Dict(_) => "dict",
+        }
+    }
+
+    /// Whether the value is a number in Python's sense (`numbers.Number`): bools included.
+    pub fn is_number(&self) -> bool {
+        matches!(self, Value::Bool(_) | Value::Int(_) | Value::BigInt(_) | Value::Float(_))
+    }
+
+    /// Whether the value is an integral number (`numbers.Integral`): bools included.
+    pub fn is_integral(&self) -> bool {
+        matches!(self, Value::Bool(_) | Value::Int(_) | Value::BigInt(_))
+    }
+
+    /// Python truthiness.
+    pub fn truthy(&self) -> bool {
+        match self {
+            Value::Null => false,
+            Value::Bool(b) => *b,
+            Value::Int(i) => *i != 0,
+            Value::BigInt(_) => true,
+            Value::Float(f) => *f != 0.0,
+            Value::Str(s) => !s.is_empty(),
+            Value::List(l) => !l.is_empty(),
+            Value::Dict(d) => !d.is_empty(),
+        }
+    }
+
+    /// Python `==`.
+    pub fn py_eq(&self, other: &Value) -> bool {
+        use Value::*;
+        match (self, other) {
+            (Null, Null) => true,
+            (Str(a), Str(b)) => a == b,
+            (List(a), List(b)) => a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| x.py_eq(y)),
+            (Dict(a), Dict(b)) => {
+                a.len() == b.len() && a.iter().all(|(k, v)| b.iter().any(|(k2, v2)| k == k2 && v.py_eq(v2)))
+            }
+            _ if self.is_number() && other.is_number() => numeric_cmp(self, other) == Some(Ordering::Equal),
+            _ => false,
+        }
+    }
+
+    /// Python `<`, `>`, `<=`, `>=` on numbers; the language allows nothing else.
+    pub fn py_compare(&self, other: &Value) -> Result<Ordering, ValueError> {
+        if !self.is_number() || !other.is_number() {
+            return Err(ValueError::Typing("Can only compare numbers.".into()));
+        }
+        // NaN cannot come from the language (no float parsing of "nan" in literals), but a
+        // plugin may return one; every comparison with it is false, like Python.
+        numeric_cmp(self, other).ok_or_else(|| ValueError::Typing("Can not compare NaN.".into()))
+    }
+
+    /// `x in container`: key membership for dicts, element equality for lists.
+    pub fn py_contains(container: &Value, item: &Value) -> Result<bool, ValueError> {
+        match container {
+            Value::Dict(d) => Ok(match item {
+                Value::Str(k) => d.iter().any(|(key, _)| key == k),
+                _ => false,
+            }),
+            Value::List(l) => Ok(l.iter().any(|x| x.py_eq(item))),
+            other => Err(ValueError::Typing(format!("Operand two of 'in' can only be a list or dict ({})", other.py_str()))),
+        }
+    }
+
+    /// Python `str()`.
+    pub fn py_str(&self) -> String {
+        match self {
+            Value::Str(s) => s.to_string(),
+            _ => self.py_repr(),
+        }
+    }
+
+    /// Python `repr()`, with `None` for null.
+    pub fn py_repr(&self) -> String {
+        let mut out = String::new();
+        self.write_repr(&mut out, "None");
+        out
+    }
+
+    /// Python `repr()` where null shows as `null`, as the reference prints its own null
+    /// object inside containers.
+    pub fn repr_with_null(&self, null: &str) -> String {
+        let mut out = String::new();
+        self.write_repr(&mut out, null);
+        out
+    }
+
+    fn write_repr(&self, out: &mut String, null: &str) {
+        match self {
+            Value::Null => out.push_str(null),
+            Value::Bool(true) => out.push_str("True"),
+            Value::Bool(false) => out.push_str("False"),
+            Value::Int(i) => {
+                let _ = write!(out, "{i}");
+            }
+            Value::BigInt(i) => {
+                let _ = write!(out, "{i}");
+            }
+            Value::Float(f) => out.push_str(&float_repr(*f)),
+            Value::Str(s) => out.push_str(&str_repr(s)),
+            Value::List(items) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(", ");
+                    }
+                    item.write_repr(out, null);
+                }
+                out.push(']');
+            }
+            Value::Dict(entries) => {
+                out.push('{');
+                for (i, (k, v)) in entries.iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(", ");
+                    }
+                    out.push_str(&str_repr(k));
+                    out.push_str(": ");
+                    v.write_repr(out, null);
+                }
+                out.push('}');
+            }
+        }
+    }
+
+    /// The value as a `BigInt` if it is integral (bools count).
+    fn as_bigint(&self) -> Option<BigInt> {
+        match self {
+            Value::Bool(b) => Some(BigInt::from(*b as i64)),
+            Value::Int(i) => Some(BigInt::from(*i)),
+            Value::BigInt(i) => Some((**i).clone()),
+            _ => None,
+        }
+    }
+
+    /// The value as an `f64` if it is a number (big ints may round, as in Python).
+    pub fn as_f64(&self) -> Option<f64> {
+        match self {
+            Value::Bool(b) => Some(*b as i64 as f64),
+            Value::Int(i) => Some(*i as f64),
+            Value::BigInt(i) => i.to_f64(),
+            Value::Float(f) => Some(*f),
+            _ => None,
+        }
+    }
+
+    /// Integer value as `i64` if the value is an int (or bool) that fits.
+    pub fn as_i64(&self) -> Option<i64> {
+        match self {
+            Value::Bool(b) => Some(*b as i64),
+            Value::Int(i) => Some(*i),
+            _ => None,
+        }
+    }
+}
+
+/// Compares two numbers exactly, as Python does (an int and a float compare by value, without
+/// rounding the int).
+fn numeric_cmp(a: &Value, b: &Value) -> Option<Ordering> {
+    match (a, b) {
+        (Value::Float(x), Value::Float(y)) => x.partial_cmp(y),
+        (Value::Float(x), other) => int_float_cmp(&other.as_bigint()?, *x).map(Ordering::reverse),
+        (other, Value::Float(y)) => int_float_cmp(&other.as_bigint()?, *y),
+        _ => Some(a.as_bigint()?.cmp(&b.as_bigint()?)),
+    }
+}
+
+fn int_float_cmp(i: &BigInt, f: f64) -> Option<Ordering> {
+    if f.is_nan() {
+        return None;
+    }
+    if f.is_infinite() {
+        return Some(if f > 0.0 { Ordering::Less } else { Ordering::Greater });
+    }
+    let floor = f.floor();
+    let floor_int = BigInt::from_f64_exact(floor)?;
+    match i.cmp(&floor_int) {
+        Ordering::Equal if f > floor => Some(Ordering::Less),
+        other => Some(other),
+    }
+}
+
+trait FromF64Exact: Sized {
+    fn from_f64_exact(f: f64) -> Option<Self>;
+}
+
+impl FromF64Exact for BigInt {
+    /// Converts an integral, finite `f64` exactly.
+    fn from_f64_exact(f: f64) -> Option<BigInt> {
+        num_traits::FromPrimitive::from_f64(f)
+    }
+}
+
+/// Binary arithmetic operators of the language.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ArithOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Mod,
+    Pow,
+}
+
+impl ArithOp {
+    pub fn name(self) -> &'static str {
+        match self {
+            ArithOp::Add => "plus",
+            ArithOp::Sub => "minus",
+            ArithOp::Mul => "multiply",
+            ArithOp::Div => "divide",
+            ArithOp::Mod => "modulo",
+            ArithOp::Pow => "power",
+        }
+    }
+}
+
+/// Python arithmetic on two values.
+pub fn arith(op: ArithOp, a: &Value, b: &Value) -> Result<Value, ValueError> {
+    if op == ArithOp::Add {
+        match (a, b) {
+            (Value::Str(x), Value::Str(y)) => {
+                let mut s = String::with_capacity(x.len() + y.len());
+                s.push_str(x);
+                s.push_str(y);
+                return Ok(Value::str(&s));
+            }
+            (Value::Str(_), other) => {
+                return Err(ValueError::Typing(format!(
+                    "Can only concatenate str (not '{}' ({})) to str",
+                    other.type_name(),
+                    other.py_repr()
+                )));
+            }
+            _ => {}
+        }
+    }
+    if !a.is_number() || !b.is_number() {
+        return Err(ValueError::Typing(format!(
+            "Unsupported operand type(s) for {}: '{}' ({}) and '{}' ({})",
+            op.name(),
+            a.type_name(),
+            a.py_repr(),
+            b.type_name(),
+            b.py_repr()
+        )));
+    }
+    let float = matches!(a, Value::Float(_)) || matches!(b, Value::Float(_));
+    if float || op == ArithOp::Div {
+        let (x, y) = (a.as_f64().unwrap_or(f64::NAN), b.as_f64().unwrap_or(f64::NAN));
+        return float_arith(op, x, y, a, b);
+    }
+    let (x, y) = (a.as_bigint().unwrap_or_default(), b.as_bigint().unwrap_or_default());
+    match op {
+        ArithOp::Add => Ok(Value::int(x + y)),
+        ArithOp::Sub => Ok(Value::int(x - y)),
+        ArithOp::Mul => Ok(Value::int(x * y)),
+        ArithOp::Mod => {
+            if y.is_zero() {
+                return Err(ValueError::ZeroDivision("integer modulo by zero".into()));
+            }
+            Ok(Value::int(python_int_mod(&x, &y)))
+        }
+        ArithOp::Pow => {
+            if y.is_negative() {
+                if x.is_zero() {
+                    return Err(ValueError::ZeroDivision("0.0 cannot be raised to a negative power".into()));
+                }
+                let (xf, yf) = (a.as_f64().unwrap_or(f64::NAN), b.as_f64().unwrap_or(f64::NAN));
+                return Ok(Value::Float(xf.powf(yf)));
+            }
+            let exp = y.to_u32().ok_or_else(|| ValueError::Typing("exponent too large".into()))?;
+            if exp > 1 << 20 && x.abs() > BigInt::one() {
+                return Err(ValueError::Typing("exponent too large".into()));
+            }
+            Ok(Value::int(num_traits::pow::Pow::pow(x, exp)))
+        }
+        ArithOp::Div => unreachable!("true division is handled as float above"),
+    }
+}
+
+fn float_arith(op: ArithOp, x: f64, y: f64, a: &Value, b: &Value) -> Result<Value, ValueError> {
+    Ok(Value::Float(match op {
+        ArithOp::Add => x + y,
+        ArithOp::Sub => x - y,
+        ArithOp::Mul => x * y,
+        ArithOp::Div => {
+            if y == 0.0 {
+                let what = if a.is_integral() && b.is_integral() { "division by zero" } else { "float division by zero" };
+                return Err(ValueError::ZeroDivision(what.into()));
+            }
+            x / y
+        }
+        ArithOp::Mod => {
+            if y == 0.0 {
+                return Err(ValueError::ZeroDivision("float modulo".into()));
+            }
+            let r = x % y;
+            if r != 0.0 && (r < 0.0) != (y < 0.0) { r + y } else { r }
+        }
+        ArithOp::Pow => {
+            if x == 0.0 && y < 0.0 {
+                return Err(ValueError::ZeroDivision("0.0 cannot be raised to a negative power".into()));
+            }
+            x.powf(y)
+        }
+    }))
+}
+
+/// Python's `%` on ints: the result has the sign of the divisor.
+fn python_int_mod(x: &BigInt, y: &BigInt) -> BigInt {
+    let r = x % y;
+    if !r.is_zero() && (r.is_negative() != y.is_negative()) { r + y } else { r }
+}
+
+/// Python's `repr(float)`: the shortest string that round-trips, in exponent notation when
+/// the exponent is below -4 or at least 16.
+pub fn float_repr(f: f64) -> String {
+    if f.is_nan() {
+        return "nan".into();
+    }
+    if f.is_infinite() {
+        return if f > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    if f == 0.0 {
+        return if f.is_sign_negative() { "-0.0".into() } else { "0.0".into() };
+    }
+    // ryu gives the shortest round-trip digits; re-layout them the way Python does.
+    let mut buf = ryu::Buffer::new();
+    let s = buf.format_finite(f);
+    let (sign, s) = match s.strip_prefix('-') {
+        Some(rest) => ("-", rest),
+        None => ("", s),
+    };
+    let (mantissa, exp) = match s.split_once('e') {
+        Some((m, e)) => (m, e.parse::<i32>().unwrap_or(0)),
+        None => (s, 0),
+    };
+    let (int_part, frac_part) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let mut digits: String = format!("{int_part}{frac_part}");
+    // Decimal exponent of the first digit.
+    let mut point = int_part.len() as i32 + exp;
+    let leading_zeros = digits.len() - digits.trim_start_matches('0').len();
+    digits.drain(..leading_zeros);
+    point -= leading_zeros as i32;
+    let digits = digits.trim_end_matches('0');
+    let digits = if digits.is_empty() { "0" } else { digits };
+    let decimal_exp = point - 1;
+    if !(-4..16).contains(&decimal_exp) {
+        let (first, rest) = digits.split_at(1);
+        let mantissa = if rest.is_empty() { first.to_string() } else { format!("{first}.{rest}") };
+        let sign_e = if decimal_exp < 0 { '-' } else { '+' };
+        return format!("{sign}{mantissa}e{sign_e}{:02}", decimal_exp.abs());
+    }
+    let n = digits.len() as i32;
+    if point <= 0 {
+        format!("{sign}0.{}{digits}", "0".repeat((-point) as usize))
+    } else if point >= n {
+        format!("{sign}{digits}{}.0", "0".repeat((point - n) as usize))
+    } else {
+        let (a, b) = digits.split_at(point as usize);
+        format!("{sign}{a}.{b}")
+    }
+}
+
+/// Python's `repr(str)`: single quotes unless the string contains a single quote and no
+/// double quote, with Python's escapes.
+pub fn str_repr(s: &str) -> String {
+    let quote = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push(quote);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c == quote => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if is_printable(c) => out.push(c),
+            c => {
+                let code = c as u32;
+                let _ = if code <= 0xff {
+                    write!(out, "\\x{code:02x}")
+                } else if code <= 0xffff {
+                    write!(out, "\\u{code:04x}")
+                } else {
+                    write!(out, "\\U{code:08x}")
+                };
+            }
+        }
+    }
+    out.push(quote);
+    out
+}
+
+/// An approximation of Python's `str.isprintable()` per character: control characters,
+/// separators other than the ASCII space, and unassigned or private-use code points are not
+/// printable.
+fn is_printable(c: char) -> bool {
+    let code = c as u32;
+    if c == ' ' {
+        return true;
+    }
+    if code < 0x20 || (0x7f..0xa1).contains(&code) || code == 0xad {
+        return false;
+    }
+    if c.is_whitespace() {
+        return false;
+    }
+    // Format characters, surrogates and private use areas.
+    !matches!(code, 0x200b..=0x200f | 0x2028..=0x202e | 0x2060..=0x2064 | 0xfeff | 0xe000..=0xf8ff | 0xfff9..=0xfffb)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floats_print_like_python() {
+        let cases = [
+            (2.0, "2.0"),
+            (0.5, "0.5"),
+            (0.1 + 0.2, "0.30000000000000004"),
+            (1e16, "1e+16"),
+            (1e15, "1000000000000000.0"),
+            (1e-5, "1e-05"),
+            (0.0001, "0.0001"),
+            (-1.5, "-1.5"),
+            (123456789.125, "123456789.125"),
+            (1.7976931348623157e308, "1.7976931348623157e+308"),
+            (5e-324, "5e-324"),
+        ];
+        for (f, expected) in cases {
+            assert_eq!(float_repr(f), expected, "{f:e}");
+        }
+    }
+
+    #[test]
+    fn arithmetic_follows_python() {
+        let i = |v| Value::Int(v);
+        let check = |op, a: &Value, b: &Value, expected: &str| {
+            assert_eq!(arith(op, a, b).unwrap().py_repr(), expected, "{op:?} {a:?} {b:?}");
+        };
+        check(ArithOp::Div, &i(4), &i(2), "2.0");
+        check(ArithOp::Mod, &i(-7), &i(3), "2");
+        check(ArithOp::Mod, &i(7), &i(-3), "-2");
+        check(ArithOp::Pow, &i(2), &i(-1), "0.5");
+        check(ArithOp::Pow, &i(2), &i(64), "18446744073709551616");
+        check(ArithOp::Add, &i(i64::MAX), &i(1), "9223372036854775808");
+        check(ArithOp::Add, &Value::Bool(true), &i(1), "2");
+        check(ArithOp::Add, &Value::str("a"), &Value::str("b"), "'ab'");
+        assert_eq!(arith(ArithOp::Div, &i(1), &i(0)).unwrap_err(), ValueError::ZeroDivision("division by zero".into()));
+        assert!(matches!(arith(ArithOp::Add, &Value::str("a"), &i(1)), Err(ValueError::Typing(_))));
+    }
+
+    #[test]
+    fn equality_and_membership_follow_python() {
+        assert!(Value::Int(1).py_eq(&Value::Float(1.0)));
+        assert!(Value::Bool(true).py_eq(&Value::Int(1)));
+        assert!(!Value::str("1").py_eq(&Value::Int(1)));
+        let l = Value::List(Arc::from(vec![Value::Int(1), Value::str("a")]));
+        assert!(Value::py_contains(&l, &Value::Float(1.0)).unwrap());
+        assert_eq!(l.repr_with_null("null"), "[1, 'a']");
+        assert!(Value::py_contains(&Value::str("abc"), &Value::str("a")).is_err());
+        assert_eq!(Value::Int(2).py_compare(&Value::Float(2.5)).unwrap(), Ordering::Less);
+        assert_eq!(str_repr("it's"), "\"it's\"");
+        assert_eq!(str_repr("a\nb"), "'a\\nb'");
+    }
+}
