@@ -430,3 +430,96 @@ impl<'a> Expr<'a> {
         }
     }
 }
+
+impl<'a> Expr<'a> {
+    /// Calls `visit` on this expression and every expression nested in it, parents first.
+    pub fn walk(&'a self, visit: &mut dyn FnMut(&'a Expr<'a>)) {
+        visit(self);
+        match &self.kind {
+            ExprKind::Int(_)
+            | ExprKind::BigInt(_)
+            | ExprKind::Float(_)
+            | ExprKind::Bool(_)
+            | ExprKind::Null
+            | ExprKind::Str(_)
+            | ExprKind::RawStr(_)
+            | ExprKind::FStr(_)
+            | ExprKind::Regex(_)
+            | ExprKind::Name(_) => {}
+            ExprKind::Attr { base, .. } => base.walk(visit),
+            ExprKind::Subscript { base, key } => {
+                base.walk(visit);
+                key.walk(visit);
+            }
+            ExprKind::Call { args, .. } => {
+                for arg in *args {
+                    match arg {
+                        Arg::Positional(e) | Arg::Keyword(_, e) | Arg::Splat(e, _) => e.walk(visit),
+                    }
+                }
+            }
+            ExprKind::Construct { args, .. } | ExprKind::IndexLookup { args, .. } => {
+                for arg in *args {
+                    match arg {
+                        KwArg::Keyword(_, e) | KwArg::Splat(e, _) => e.walk(visit),
+                    }
+                }
+            }
+            ExprKind::SelectorLookup { base, args, .. } => {
+                base.walk(visit);
+                for arg in *args {
+                    match arg {
+                        KwArg::Keyword(_, e) | KwArg::Splat(e, _) => e.walk(visit),
+                    }
+                }
+            }
+            ExprKind::List(items) => {
+                for item in *items {
+                    item.walk(visit);
+                }
+            }
+            ExprKind::ListComp { element, fors, guards } => {
+                element.walk(visit);
+                for f in *fors {
+                    f.iterable.walk(visit);
+                }
+                for g in *guards {
+                    g.walk(visit);
+                }
+            }
+            ExprKind::Dict(entries) => {
+                for entry in *entries {
+                    entry.value.walk(visit);
+                }
+            }
+            ExprKind::Not(e) | ExprKind::IsDefined(e) => e.walk(visit),
+            ExprKind::Binary { lhs, rhs, .. } => {
+                lhs.walk(visit);
+                rhs.walk(visit);
+            }
+            ExprKind::Conditional { cond, then, otherwise } => {
+                cond.walk(visit);
+                then.walk(visit);
+                otherwise.walk(visit);
+            }
+        }
+    }
+
+    /// Whether the expression reads the variable `name` (an unqualified name), directly, in
+    /// a string interpolation or f-string field, or through a regex constraint (which reads
+    /// `self`). This is the reference's `requires()` test for typedef constraints.
+    pub fn reads_variable(&'a self, name: Symbol, self_symbol: Symbol) -> bool {
+        let mut found = false;
+        self.walk(&mut |e| {
+            let hit = match &e.kind {
+                ExprKind::Name(path) => path.is_simple() && path.last().name == name,
+                ExprKind::Str(lit) => lit.interpolations.iter().any(|i| i.path.first().is_some_and(|p| p.name == name)),
+                ExprKind::FStr(lit) => lit.fields.iter().any(|f| f.path.first().is_some_and(|p| p.name == name)),
+                ExprKind::Regex(_) => name == self_symbol,
+                _ => false,
+            };
+            found |= hit;
+        });
+        found
+    }
+}

@@ -75,6 +75,10 @@ struct Parser<'a, 'i> {
     ahead: VecDeque<Token>,
     prev: Token,
     diagnostics: Vec<Diagnostic>,
+    /// Where the last syntax error was reported: recovery resumes after it, never at it.
+    last_error_at: u32,
+    /// How many blocks (`for`, `if`, implementation bodies) enclose the current position.
+    block_depth: u32,
 }
 
 impl<'a, 'i> Parser<'a, 'i> {
@@ -82,7 +86,19 @@ impl<'a, 'i> Parser<'a, 'i> {
         let mut lexer = Lexer::new(src, file);
         let tok = lexer.next_token();
         let start = Token { kind: TokenKind::Eof, span: Span::new(0, 0), line_start: true };
-        Parser { arena, src, file, lexer, interner, tok, ahead: VecDeque::with_capacity(4), prev: start, diagnostics: Vec::new() }
+        Parser {
+            arena,
+            src,
+            file,
+            lexer,
+            interner,
+            tok,
+            ahead: VecDeque::with_capacity(4),
+            prev: start,
+            diagnostics: Vec::new(),
+            last_error_at: 0,
+            block_depth: 0,
+        }
     }
 
     // ---------------------------------------------------------------- token plumbing
@@ -181,6 +197,7 @@ impl<'a, 'i> Parser<'a, 'i> {
     /// Reports the current token as unexpected. `expected` completes "expected ...".
     fn unexpected(&mut self, expected: &str) -> Reported {
         let tok = self.tok;
+        self.last_error_at = self.last_error_at.max(tok.span.start);
         let diag = if tok.kind == TokenKind::Eof {
             // The reference appends a newline to every file and reports the end of input on
             // the line after it.
@@ -197,13 +214,15 @@ impl<'a, 'i> Parser<'a, 'i> {
             .at(self.loc(tok.span), format!("`{word}` is a reserved keyword"))
             .with_note(format!("`{word}` is a reserved keyword and cannot be used as an identifier"))
         } else if self.prev.kind.is_keyword()
-            && !matches!(self.prev.kind, TokenKind::True | TokenKind::False | TokenKind::Null | TokenKind::Defined)
+            && (!matches!(self.prev.kind, TokenKind::True | TokenKind::False | TokenKind::Null | TokenKind::Defined)
+                || matches!(tok.kind, TokenKind::Assign | TokenKind::PlusEq | TokenKind::Sep | TokenKind::Dot | TokenKind::Rel))
             && self.prev.span.end > 0
         {
             // The reference reports an error that directly follows a keyword at that keyword
             // (it is still on its parser stack), so the primary location is the keyword.
-            // `true`, `false`, `null` and `defined` are reduced to values before the error is
-            // detected, so errors after them are reported at the offending token.
+            // `true`, `false`, `null` and `defined` are usually reduced to values before the
+            // error is detected, so errors after them are reported at the offending token,
+            // except before tokens that would continue a name (`=`, `+=`, `::`, `.`, arrows).
             let word = self.text(self.prev.span);
             let shown = self.describe_token(tok);
             Diagnostic::error(
@@ -233,6 +252,7 @@ impl<'a, 'i> Parser<'a, 'i> {
     }
 
     fn error_at(&mut self, kind: ErrorKind, code: Code, span: Span, message: String, label: &str) -> Reported {
+        self.last_error_at = self.last_error_at.max(span.start);
         let d = Diagnostic::error(kind, code, message).at(self.loc(span), label);
         self.report(d);
         Reported
@@ -261,6 +281,10 @@ impl<'a, 'i> Parser<'a, 'i> {
     /// builds a node (and raises the errors deferred to that moment) only when it can.
     fn can_follow_item(&self) -> bool {
         use TokenKind::*;
+        if matches!(self.tok.kind, Else | Elif | End) {
+            // Only a block ends with these.
+            return self.block_depth > 0;
+        }
         matches!(
             self.tok.kind,
             Eof | Import
@@ -293,6 +317,44 @@ impl<'a, 'i> Parser<'a, 'i> {
         )
     }
 
+    /// Whether the current token can follow a complete expression: the reference reduces an
+    /// expression (and raises the errors deferred to that moment) only then.
+    fn can_follow_expression(&self) -> bool {
+        use TokenKind::*;
+        self.can_follow_item()
+            || matches!(
+                self.tok.kind,
+                Or | And
+                    | EqEq
+                    | NotEq
+                    | Lt
+                    | Gt
+                    | Le
+                    | Ge
+                    | Plus
+                    | Minus
+                    | Star
+                    | Slash
+                    | Percent
+                    | DoubleStar
+                    | In
+                    | Question
+                    | Colon
+                    | Comma
+                    | RParen
+                    | RBracket
+                    | RBrace
+                    | Assign
+                    | PlusEq
+            )
+    }
+
+    /// Whether the current token can follow a complete definition that may carry a trailing
+    /// docstring (implement, relation, typedef).
+    fn can_follow_documented_item(&self) -> bool {
+        self.at(TokenKind::Mls) || self.can_follow_item()
+    }
+
     /// Reports diagnostics that were deferred until their construct completed.
     fn report_pending(&mut self, pending: impl IntoIterator<Item = Option<Diagnostic>>) {
         for d in pending.into_iter().flatten() {
@@ -303,6 +365,26 @@ impl<'a, 'i> Parser<'a, 'i> {
     /// After an error, skips to the next token that plausibly starts a top-level item: a
     /// definition keyword, or any token at the very start of a line other than `end`/`else`.
     fn recover_top_level(&mut self) {
+        // Skip the offending token, or it would be reported again, unless it starts a
+        // definition: the error came from reading it as part of the previous statement, and
+        // it is the best place to resume.
+        let starts_definition = |k: TokenKind| {
+            matches!(
+                k,
+                TokenKind::Entity
+                    | TokenKind::Implementation
+                    | TokenKind::Implement
+                    | TokenKind::Typedef
+                    | TokenKind::Index
+                    | TokenKind::Import
+            )
+        };
+        while self.tok.kind != TokenKind::Eof
+            && self.tok.span.start <= self.last_error_at
+            && !(starts_definition(self.tok.kind) && self.tok.span.start > self.prev.span.start && self.tok.line_start)
+        {
+            self.bump();
+        }
         loop {
             let t = self.tok;
             if t.kind == TokenKind::Eof {
@@ -406,6 +488,9 @@ impl<'a, 'i> Parser<'a, 'i> {
         } else {
             None
         };
+        if !self.can_follow_item() {
+            return Err(self.unexpected("a statement or definition"));
+        }
         self.report_pending([alias.and_then(|a| self.hyphen_error(a))]);
         Ok(Import { path, alias, span: self.span_from(start) })
     }
@@ -630,6 +715,9 @@ impl<'a, 'i> Parser<'a, 'i> {
         self.expect(TokenKind::Colon, "`:`")?;
         let docstring = self.opt_docstring();
         let body = self.parse_block_until_end()?;
+        if !self.can_follow_item() {
+            return Err(self.unexpected("a statement or definition"));
+        }
         self.report_pending([self.hyphen_error(name)]);
         Ok(ImplementationDef { name, entity, docstring, body, span: self.span_from(start) })
     }
@@ -653,6 +741,9 @@ impl<'a, 'i> Parser<'a, 'i> {
         }
         let items = self.slice(items);
         let when = if self.eat(TokenKind::When) { Some(self.parse_expr()?) } else { None };
+        if !self.can_follow_documented_item() {
+            return Err(self.unexpected("a statement or definition"));
+        }
         let docstring = self.opt_docstring();
         let def = ImplementDef { entity, items, when, docstring, span: self.span_from(start) };
         if def.uses_parents() && when.is_some_and(|w| !matches!(w.kind, ExprKind::Bool(true))) {
@@ -673,17 +764,21 @@ impl<'a, 'i> Parser<'a, 'i> {
     fn parse_typedef(&mut self) -> PResult<TypedefDef<'a>> {
         let start = self.bump().span;
         if self.at(TokenKind::CIdent) {
-            // `typedef Name as Constructor(...)` was a "default constructor", removed long ago.
-            let t = self.tok;
-            if self.peek(1).kind == TokenKind::As {
-                return Err(self.error_at(
-                    ErrorKind::ParserException,
-                    codes::DEFAULT_CONSTRUCTOR,
-                    t.span,
-                    "Syntax error: The use of default constructors is no longer supported".into(),
-                    "typedef names start with a lowercase letter",
-                ));
-            }
+            // `typedef Name as Constructor(...)` was a "default constructor", removed long ago;
+            // the reference rejects it once the constructor has parsed.
+            let t = self.bump();
+            self.expect(TokenKind::As, "`as`")?;
+            let class = self.parse_class_ref("an entity name")?;
+            self.expect(TokenKind::LParen, "`(`")?;
+            self.parse_kwargs(TokenKind::RParen)?;
+            let _ = class;
+            return Err(self.error_at(
+                ErrorKind::ParserException,
+                codes::DEFAULT_CONSTRUCTOR,
+                t.span,
+                "Syntax error: The use of default constructors is no longer supported".into(),
+                "typedef names start with a lowercase letter",
+            ));
         }
         let t = self.expect(TokenKind::Ident, "a typedef name")?;
         let name = self.ident(t);
@@ -697,7 +792,22 @@ impl<'a, 'i> Parser<'a, 'i> {
             }
             _ => return Err(self.unexpected("`matching` and a constraint")),
         };
+        if !self.can_follow_documented_item() {
+            return Err(self.unexpected("a statement or definition"));
+        }
         let docstring = self.opt_docstring();
+        let self_symbol = self.interner.intern("self");
+        if !constraint.reads_variable(self_symbol, self_symbol) && !constraint.reads_variable(name.name, self_symbol) {
+            let d = Diagnostic::error(
+                ErrorKind::TypingException,
+                codes::TYPEDEF_WITHOUT_SELF,
+                "typedef expressions should reference the self variable",
+            )
+            .at(self.loc(name.span), "the constraint of this typedef does not mention `self`")
+            .with_label(self.loc(constraint.span), "this constraint")
+            .with_help("a constraint tests the value through `self`, e.g. `matching self > 0`");
+            self.report(d);
+        }
         let text = self.text(name.span);
         if matches!(text, "string" | "int" | "float" | "number" | "bool" | "list" | "dict") {
             self.report(
@@ -749,6 +859,9 @@ impl<'a, 'i> Parser<'a, 'i> {
         }
         let right = self.parse_class_ref("an entity name")?;
         let right_attr = if self.eat(TokenKind::Dot) { Some(self.relation_attr()?) } else { None };
+        if !self.can_follow_documented_item() {
+            return Err(self.unexpected("a statement or definition"));
+        }
         let right_hyphen = right_attr.and_then(|a| self.hyphen_error(a.name));
         let left_hyphen = self.hyphen_error(left_attr.name);
         self.report_pending([right_hyphen, left_hyphen]);
@@ -790,21 +903,24 @@ impl<'a, 'i> Parser<'a, 'i> {
 
     fn multiplicity_bound(&mut self) -> PResult<i64> {
         let t = self.expect(TokenKind::Int, "an integer bound")?;
-        match self.text(t.span).parse::<i64>() {
-            Ok(v) => Ok(v),
-            Err(_) => Err(self.error_at(
-                ErrorKind::ParserException,
-                codes::INVALID_NUMBER,
-                t.span,
-                "Syntax error: multiplicity bound out of range".into(),
-                "this bound does not fit in 64 bits",
-            )),
-        }
+        let text = self.text(t.span);
+        // The reference has arbitrary-precision ints; a bound beyond 64 bits can never be
+        // reached by a real model, so it saturates.
+        Ok(text.parse::<i64>().unwrap_or(if text.starts_with('-') { i64::MIN } else { i64::MAX }))
     }
 
     // ---------------------------------------------------------------- statements
 
     fn parse_block_until_end(&mut self) -> PResult<Block<'a>> {
+        self.block_depth += 1;
+        let result = self.parse_block_statements();
+        self.block_depth -= 1;
+        let block = result?;
+        self.bump();
+        Ok(block)
+    }
+
+    fn parse_block_statements(&mut self) -> PResult<Block<'a>> {
         let start = self.tok.span;
         let mut stmts = self.vec();
         while !self.at(TokenKind::End) {
@@ -814,12 +930,18 @@ impl<'a, 'i> Parser<'a, 'i> {
             stmts.push(self.parse_block_statement()?);
         }
         let span = Span::new(start.start, self.tok.span.start);
-        self.bump();
         Ok(Block { stmts: self.slice(stmts), span })
     }
 
     /// Statements of an `if` branch, which end at `end`, `else` or `elif`.
     fn parse_if_branch(&mut self) -> PResult<Block<'a>> {
+        self.block_depth += 1;
+        let result = self.parse_if_branch_statements();
+        self.block_depth -= 1;
+        result
+    }
+
+    fn parse_if_branch_statements(&mut self) -> PResult<Block<'a>> {
         let start = self.tok.span;
         let mut stmts = self.vec();
         while !matches!(self.tok.kind, TokenKind::End | TokenKind::Else | TokenKind::Elif) {
@@ -846,17 +968,22 @@ impl<'a, 'i> Parser<'a, 'i> {
                 Ok(Stmt::If(self.arena.alloc(stmt)))
             }
             _ => {
+                // A target starts with a name: `(x) = 1` is not an assignment.
+                let starts_with_name = self.at(TokenKind::Ident);
                 let expr = self.parse_expr()?;
                 let op = match self.tok.kind {
                     TokenKind::Assign => AssignOp::Set,
                     TokenKind::PlusEq => AssignOp::Extend,
                     _ => return Ok(Stmt::Expr(expr)),
                 };
-                if !expr.is_var_ref() {
+                if !expr.is_var_ref() || !starts_with_name {
                     return Err(self.unexpected("an expression; only names and attributes can be assigned to"));
                 }
                 let op_tok = self.bump();
                 let value = self.parse_expr()?;
+                if !self.can_follow_item() {
+                    return Err(self.unexpected("an operator or a new statement"));
+                }
                 // Both checks happen when the reference builds the assignment node, after the
                 // value has parsed.
                 if let ExprKind::Name(path) = expr.kind {
@@ -1033,8 +1160,30 @@ impl<'a, 'i> Parser<'a, 'i> {
     fn class_ref_tail(&mut self, class: ClassRef<'a>) -> PResult<&'a Expr<'a>> {
         match self.tok.kind {
             TokenKind::LParen => {
-                self.bump();
+                let paren = self.bump().span;
                 let args = self.parse_kwargs(TokenKind::RParen)?;
+                if !self.can_follow_expression() {
+                    return Err(self.unexpected("an operator or a new statement"));
+                }
+                // The reference rejects a repeated attribute while building the constructor node.
+                let mut seen: Vec<weft_ir::Symbol> = Vec::new();
+                for arg in args {
+                    if let KwArg::Keyword(name, _) = arg {
+                        if seen.contains(&name.name) {
+                            let attr = self.interner.resolve(name.name).to_string();
+                            let class_name = self.text(class.span).to_string();
+                            let d = Diagnostic::error(
+                                ErrorKind::RuntimeException,
+                                codes::DUPLICATE_ARGUMENT,
+                                format!("The attribute {attr} in the constructor call of {class_name} is already set."),
+                            )
+                            .at(self.loc(name.span), "set again here")
+                            .with_label(self.loc(paren), "in this constructor call");
+                            self.report(d);
+                        }
+                        seen.push(name.name);
+                    }
+                }
                 Ok(self.alloc(ExprKind::Construct { class, args }, self.span_from(class.span)))
             }
             TokenKind::LBracket => {
@@ -1078,6 +1227,26 @@ impl<'a, 'i> Parser<'a, 'i> {
             TokenKind::LParen => {
                 self.bump();
                 let args = self.parse_call_args()?;
+                if !self.can_follow_expression() {
+                    return Err(self.unexpected("an operator or a new statement"));
+                }
+                let mut seen: Vec<weft_ir::Symbol> = Vec::new();
+                for arg in args {
+                    if let Arg::Keyword(name, _) = arg {
+                        if seen.contains(&name.name) {
+                            let arg_name = self.interner.resolve(name.name).to_string();
+                            let func = self.text(path.span).to_string();
+                            let d = Diagnostic::error(
+                                ErrorKind::RuntimeException,
+                                codes::DUPLICATE_ARGUMENT,
+                                format!("Keyword argument {arg_name} repeated in function call {func}()"),
+                            )
+                            .at(self.loc(name.span), "repeated here");
+                            self.report(d);
+                        }
+                        seen.push(name.name);
+                    }
+                }
                 return Ok(self.alloc(ExprKind::Call { func: path, args }, self.span_from(start)));
             }
             TokenKind::Is if path.is_simple() => {
@@ -1101,7 +1270,12 @@ impl<'a, 'i> Parser<'a, 'i> {
                     let t = self.bump();
                     // `class_ref : var_ref '.' CID` is an error rule of the reference that fires
                     // when a constructor or lookup follows; otherwise the next token is wrong.
-                    if !matches!(self.tok.kind, TokenKind::LParen | TokenKind::LBracket) {
+                    let follows_class_ref = self.can_follow_item()
+                        || matches!(
+                            self.tok.kind,
+                            TokenKind::Dot | TokenKind::Comma | TokenKind::Colon | TokenKind::Using | TokenKind::Mls
+                        );
+                    if !follows_class_ref {
                         return Err(self.unexpected("`(` or `[` after an entity name"));
                     }
                     return Err(self.invalid_namespace_access(Span::new(start.start, t.span.end)));
@@ -1120,6 +1294,9 @@ impl<'a, 'i> Parser<'a, 'i> {
                 let span = expr.span;
                 self.bump();
                 self.parse_call_args()?;
+                if !self.can_follow_expression() {
+                    return Err(self.unexpected("an operator or a new statement"));
+                }
                 Err(self.invalid_namespace_access(span))
             }
             TokenKind::Is if is_attr => self.is_defined(expr),

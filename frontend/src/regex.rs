@@ -11,7 +11,9 @@
 //! * in a character class, `[`, `&&` and `~~` are literal in Python but special in Rust, so
 //!   they are escaped, and `\b` (a backspace in Python classes) becomes `\x08`;
 //! * `{` that does not start a valid quantifier is a literal in Python and is escaped;
-//!   `{,n}` becomes `{0,n}`.
+//!   `{,n}` becomes `{0,n}`;
+//! * Python allows a quantifier after a lookaround (`a(?=b)?`), fancy-regex does not, so such
+//!   a lookaround is wrapped in a non-capturing group padded with an empty match (`x{0}`).
 //!
 //! The translated pattern, wrapped by [`anchored_at_start`], gives `re.match` semantics.
 
@@ -23,6 +25,8 @@ pub fn translate_python_regex(pattern: &str) -> String {
     let mut i = 0;
     let mut in_class = false;
     let mut class_start = 0;
+    // Open groups: where each starts in `out`, and whether it is a lookaround.
+    let mut groups: Vec<(usize, bool)> = Vec::new();
     while i < chars.len() {
         let c = chars[i];
         if c == '\\' {
@@ -74,6 +78,25 @@ pub fn translate_python_regex(pattern: &str) -> String {
                 continue;
             }
             '$' if !multiline => out.push_str("(?=\\n?\\z)"),
+            '(' if !chars[i..].starts_with(&['(', '?', 'P', '=']) => {
+                let lookaround = chars[i..].starts_with(&['(', '?', '='])
+                    || chars[i..].starts_with(&['(', '?', '!'])
+                    || chars[i..].starts_with(&['(', '?', '<', '='])
+                    || chars[i..].starts_with(&['(', '?', '<', '!']);
+                groups.push((out.len(), lookaround));
+                out.push('(');
+            }
+            ')' => {
+                out.push(')');
+                if let Some((start, true)) = groups.pop()
+                    && matches!(chars.get(i + 1), Some('?' | '*' | '+' | '{'))
+                {
+                    // fancy-regex also refuses to repeat a group holding only an assertion;
+                    // `x{0}` matches the empty string and makes the group repeatable.
+                    out.insert_str(start, "(?:");
+                    out.push_str("x{0})");
+                }
+            }
             '(' if chars[i..].starts_with(&['(', '?', 'P', '=']) => {
                 let close = chars[i..].iter().position(|&c| c == ')');
                 match close {
@@ -180,6 +203,9 @@ mod tests {
         assert!(matches("^a{,2}$", "aa"));
         assert!(matches("(?P<x>a)(?P=x)", "aa"));
         assert!(matches("^[]a]+$", "]a"));
+        // A quantified lookaround.
+        assert!(matches("a(?=b)?", "ac"));
+        assert!(check_python_regex("(?!b)*x").is_ok());
         assert!(matches("^([0-9a-fA-F]{2})(:[0-9a-fA-F]{2}){5}$", "00:11:22:33:44:55"));
     }
 
