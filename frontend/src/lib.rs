@@ -13,8 +13,12 @@
 //! diagnostics rather than stopping at the first one.
 
 pub mod ast;
+pub mod check;
+pub mod dump;
 pub mod lexer;
 pub mod parser;
+pub mod project;
+pub mod python;
 pub mod regex;
 pub mod strings;
 

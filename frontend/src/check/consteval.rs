@@ -1,0 +1,378 @@
+//! Constant defaults and their validation.
+//!
+//! The reference checks every attribute default when the entity is defined: the default must
+//! be a constant, and it must validate against the attribute's type, including typedef
+//! constraints, which it evaluates with only `self` bound. This module does the same on
+//! [`Value`]s with Python semantics. A constraint that calls a plugin cannot be evaluated by
+//! the frontend; its check is left to the evaluator ([`Validation::Deferred`]).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use num_bigint::BigInt;
+use weft_ir::ErrorKind;
+use weft_ir::value::{ArithOp, Value, ValueError, arith};
+
+use super::*;
+use crate::ast::{BinOp, ExprKind};
+
+#[derive(Debug, PartialEq)]
+pub(crate) enum Validation {
+    Valid,
+    Invalid(ErrorKind, String),
+    /// The check needs a plugin; the evaluator performs it.
+    Deferred,
+}
+
+/// Why evaluating a constraint stopped.
+enum Stop {
+    Error(ErrorKind, String),
+    Deferred,
+}
+
+impl From<ValueError> for Stop {
+    fn from(e: ValueError) -> Stop {
+        match e {
+            ValueError::Typing(m) => Stop::Error(ErrorKind::TypingException, m),
+            ValueError::ZeroDivision(m) => Stop::Error(ErrorKind::ZeroDivisionError, m),
+        }
+    }
+}
+
+/// Python's `str()` of a value as the reference shows it in "Invalid value" messages.
+pub(crate) fn shown(value: &Value) -> String {
+    match value {
+        Value::Null => "null".to_string(),
+        Value::Str(s) => s.to_string(),
+        other => other.repr_with_null("null"),
+    }
+}
+
+thread_local! {
+    static REGEX_CACHE: std::cell::RefCell<HashMap<String, Option<fancy_regex::Regex>>> = Default::default();
+}
+
+/// `re.match(pattern, text)`: `None` if the pattern does not compile.
+pub(crate) fn python_re_match(pattern: &str, text: &str) -> Option<bool> {
+    REGEX_CACHE.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        let re = cache.entry(pattern.to_string()).or_insert_with(|| {
+            let translated = crate::regex::translate_python_regex(pattern);
+            fancy_regex::Regex::new(&crate::regex::anchored_at_start(&translated)).ok()
+        });
+        re.as_ref().map(|re| re.is_match(text).unwrap_or(false))
+    })
+}
+
+impl<'p, 'a> Checker<'p, 'a> {
+    /// The reference's `as_constant()`: literals, and lists and dicts of constants (nested
+    /// lists are flattened, as list literals always are).
+    pub(crate) fn constant_value(&mut self, ns: NsId, expr: &'a ast::Expr<'a>) -> Result<Value, String> {
+        Ok(match &expr.kind {
+            ExprKind::Int(i) => Value::Int(*i),
+            ExprKind::BigInt(text) => match text.parse::<BigInt>() {
+                Ok(b) => Value::int(b),
+                Err(_) => return Err(format!("{text} is not a valid integer")),
+            },
+            ExprKind::Float(f) => Value::Float(*f),
+            ExprKind::Bool(b) => Value::Bool(*b),
+            ExprKind::Null => Value::Null,
+            ExprKind::Str(lit) if lit.interpolations.is_empty() => Value::str(lit.value),
+            ExprKind::Str(lit) => {
+                return Err(format!("Format({}) is not a constant", weft_ir::value::str_repr(lit.value)));
+            }
+            ExprKind::RawStr(s) => Value::str(s),
+            ExprKind::List(items) => {
+                let mut out = Vec::with_capacity(items.len());
+                for item in *items {
+                    match self.constant_value(ns, item)? {
+                        Value::List(inner) => out.extend(inner.iter().cloned()),
+                        v => out.push(v),
+                    }
+                }
+                Value::List(Arc::from(out))
+            }
+            ExprKind::Dict(entries) => {
+                let mut out = Vec::with_capacity(entries.len());
+                for entry in *entries {
+                    out.push((Arc::from(entry.key), self.constant_value(ns, entry.value)?));
+                }
+                Value::Dict(Arc::from(out))
+            }
+            _ => return Err(format!("{} is not a constant", self.pretty(expr))),
+        })
+    }
+
+    /// Validates a value against a declared attribute type, as the reference's types do.
+    pub(crate) fn validate_value(&mut self, value: &Value, ty: ValueType) -> Validation {
+        if ty.nullable && matches!(value, Value::Null) {
+            return Validation::Valid;
+        }
+        if ty.list {
+            let Value::List(items) = value else {
+                let type_name = self.value_type_name(ValueType { nullable: false, ..ty });
+                return Validation::Invalid(
+                    ErrorKind::TypingException,
+                    format!("Invalid value '{}', expected {type_name}", shown(value)),
+                );
+            };
+            let mut result = Validation::Valid;
+            for item in items.iter() {
+                match self.validate_base(item, ty.base) {
+                    Validation::Valid => {}
+                    Validation::Deferred => result = Validation::Deferred,
+                    invalid => return invalid,
+                }
+            }
+            return result;
+        }
+        self.validate_base(value, ty.base)
+    }
+
+    fn validate_base(&mut self, value: &Value, base: BaseType) -> Validation {
+        match base {
+            BaseType::Primitive(p) => match validate_primitive(value, p) {
+                Ok(()) => Validation::Valid,
+                Err((kind, message)) => Validation::Invalid(kind, message),
+            },
+            BaseType::Typedef(t) => {
+                let Some(inner) = self.model.typedefs[t.index()].base else {
+                    // The base failed to resolve; that error is reported already.
+                    return Validation::Valid;
+                };
+                match self.validate_base(value, inner) {
+                    Validation::Valid => {}
+                    other => return other,
+                }
+                let typedef = &self.model.typedefs[t.index()];
+                let (ns, constraint, name) = (typedef.ns, typedef.constraint, typedef.name);
+                match self.eval(ns, constraint, value, name) {
+                    Ok(result) if result.truthy() => Validation::Valid,
+                    Ok(_) => Validation::Invalid(
+                        ErrorKind::RuntimeException,
+                        format!("Invalid value {}, does not match constraint `{}`", value.repr_with_null("null"), self.pretty(constraint)),
+                    ),
+                    Err(Stop::Deferred) => Validation::Deferred,
+                    Err(Stop::Error(kind, message)) => Validation::Invalid(kind, message),
+                }
+            }
+        }
+    }
+
+    /// Evaluates a typedef constraint with `self` (and the typedef's own name) bound to
+    /// `value`.
+    fn eval(&mut self, ns: NsId, expr: &'a ast::Expr<'a>, value: &Value, typedef_name: Symbol) -> Result<Value, Stop> {
+        let self_sym = self.known.self_;
+        let eval = |this: &mut Self, e: &'a ast::Expr<'a>| this.eval(ns, e, value, typedef_name);
+        Ok(match &expr.kind {
+            ExprKind::Name(path) if path.is_simple() && (path.last().name == self_sym || path.last().name == typedef_name) => {
+                value.clone()
+            }
+            ExprKind::Name(path) => {
+                let name = self.path_text(path.parts);
+                return Err(Stop::Error(
+                    ErrorKind::NotFoundException,
+                    format!("Unable to resolve `{name}`: a type constraint can not reference variables."),
+                ));
+            }
+            ExprKind::Regex(pattern) => match value {
+                Value::Str(s) => match python_re_match(pattern, s) {
+                    Some(m) => Value::Bool(m),
+                    None => return Err(Stop::Deferred),
+                },
+                other => {
+                    return Err(Stop::Error(
+                        ErrorKind::RuntimeException,
+                        format!("Invalid value '{}', a regex constraint needs a string", shown(other)),
+                    ));
+                }
+            },
+            ExprKind::Int(_) | ExprKind::BigInt(_) | ExprKind::Float(_) | ExprKind::Bool(_) | ExprKind::Null | ExprKind::RawStr(_) => {
+                self.constant_value(ns, expr).map_err(|_| Stop::Deferred)?
+            }
+            ExprKind::Str(lit) if lit.interpolations.is_empty() => Value::str(lit.value),
+            ExprKind::List(items) => {
+                let mut out = Vec::new();
+                for item in *items {
+                    match eval(self, item)? {
+                        Value::List(inner) => out.extend(inner.iter().cloned()),
+                        v => out.push(v),
+                    }
+                }
+                Value::List(Arc::from(out))
+            }
+            ExprKind::Dict(entries) => {
+                let mut out = Vec::new();
+                for entry in *entries {
+                    out.push((Arc::from(entry.key), eval(self, entry.value)?));
+                }
+                Value::Dict(Arc::from(out))
+            }
+            ExprKind::Not(inner) => match eval(self, inner)? {
+                Value::Bool(b) => Value::Bool(!b),
+                other => {
+                    return Err(Stop::Error(
+                        ErrorKind::RuntimeException,
+                        format!("Invalid value `{}`: `not` expects a boolean", shown(&other)),
+                    ));
+                }
+            },
+            ExprKind::Binary { op, lhs, rhs, .. } => {
+                let l = eval(self, lhs)?;
+                match op {
+                    BinOp::And | BinOp::Or => {
+                        let Value::Bool(lb) = l else {
+                            let which = if *op == BinOp::And { "and" } else { "or" };
+                            return Err(Stop::Error(
+                                ErrorKind::RuntimeException,
+                                format!("Invalid left hand value `{}`: `{which}` expects a boolean", shown(&l)),
+                            ));
+                        };
+                        if (*op == BinOp::And && !lb) || (*op == BinOp::Or && lb) {
+                            return Ok(Value::Bool(lb));
+                        }
+                        match eval(self, rhs)? {
+                            Value::Bool(rb) => Value::Bool(rb),
+                            other => {
+                                let which = if *op == BinOp::And { "and" } else { "or" };
+                                return Err(Stop::Error(
+                                    ErrorKind::RuntimeException,
+                                    format!("Invalid right hand value `{}`: `{which}` expects a boolean", shown(&other)),
+                                ));
+                            }
+                        }
+                    }
+                    _ => {
+                        let r = eval(self, rhs)?;
+                        binary(*op, &l, &r)?
+                    }
+                }
+            }
+            ExprKind::Conditional { cond, then, otherwise } => match eval(self, cond)? {
+                Value::Bool(true) => eval(self, then)?,
+                Value::Bool(false) => eval(self, otherwise)?,
+                other => {
+                    return Err(Stop::Error(
+                        ErrorKind::RuntimeException,
+                        format!(
+                            "Invalid value `{}`: the condition for a conditional expression must be a boolean expression",
+                            shown(&other)
+                        ),
+                    ));
+                }
+            },
+            ExprKind::Subscript { base, key } => {
+                let (b, k) = (eval(self, base)?, eval(self, key)?);
+                match (&b, &k) {
+                    (Value::Dict(entries), Value::Str(key)) => match entries.iter().find(|(name, _)| name == key) {
+                        Some((_, v)) => v.clone(),
+                        None => {
+                            let keys: Vec<&str> = entries.iter().map(|(name, _)| &**name).collect();
+                            return Err(Stop::Error(
+                                ErrorKind::KeyException,
+                                format!("key {key} not found in dict, options are [{}]", keys.join(", ")),
+                            ));
+                        }
+                    },
+                    _ => return Err(Stop::Deferred),
+                }
+            }
+            // Plugin calls, casts, interpolation and the rest are left to the evaluator.
+            _ => return Err(Stop::Deferred),
+        })
+    }
+
+    /// A rendering of an expression close to the reference's `pretty_print`, for messages.
+    pub(crate) fn pretty(&self, expr: &ast::Expr<'_>) -> String {
+        match &expr.kind {
+            ExprKind::Int(i) => i.to_string(),
+            ExprKind::BigInt(s) => s.to_string(),
+            ExprKind::Float(f) => weft_ir::value::float_repr(*f),
+            ExprKind::Bool(true) => "true".into(),
+            ExprKind::Bool(false) => "false".into(),
+            ExprKind::Null => "null".into(),
+            ExprKind::Str(lit) => weft_ir::value::str_repr(lit.value),
+            ExprKind::RawStr(s) => weft_ir::value::str_repr(s),
+            ExprKind::FStr(lit) => format!("f{}", weft_ir::value::str_repr(lit.value)),
+            ExprKind::Regex(p) => format!("/{p}/"),
+            ExprKind::Name(path) => self.path_text(path.parts),
+            ExprKind::Attr { base, attr } => format!("{}.{}", self.pretty(base), self.sym(attr.name)),
+            ExprKind::Subscript { base, key } => format!("{}[{}]", self.pretty(base), self.pretty(key)),
+            ExprKind::Call { func, args } => {
+                let args: Vec<String> = args
+                    .iter()
+                    .map(|a| match a {
+                        ast::Arg::Positional(e) => self.pretty(e),
+                        ast::Arg::Keyword(n, e) => format!("{}={}", self.sym(n.name), self.pretty(e)),
+                        ast::Arg::Splat(e, _) => format!("**{}", self.pretty(e)),
+                    })
+                    .collect();
+                format!("{}({})", self.path_text(func.parts), args.join(", "))
+            }
+            ExprKind::Construct { class, .. } => format!("Construct({})", self.path_text(&class_parts(class))),
+            ExprKind::IndexLookup { class, .. } => format!("{}[...]", self.path_text(&class_parts(class))),
+            ExprKind::SelectorLookup { base, relation, .. } => format!("{}.{}[...]", self.pretty(base), self.sym(relation.name)),
+            ExprKind::List(items) => format!("[{}]", items.iter().map(|i| self.pretty(i)).collect::<Vec<_>>().join(", ")),
+            ExprKind::ListComp { element, .. } => format!("[{} for ...]", self.pretty(element)),
+            ExprKind::Dict(entries) => format!(
+                "{{{}}}",
+                entries
+                    .iter()
+                    .map(|e| format!("{}: {}", weft_ir::value::str_repr(e.key), self.pretty(e.value)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            ExprKind::Not(e) => format!("not {}", self.pretty(e)),
+            ExprKind::Binary { op, lhs, rhs, .. } => format!("({} {} {})", self.pretty(lhs), op.symbol(), self.pretty(rhs)),
+            ExprKind::Conditional { cond, then, otherwise } => {
+                format!("{} ? {} : {}", self.pretty(cond), self.pretty(then), self.pretty(otherwise))
+            }
+            ExprKind::IsDefined(e) => format!("{} is defined", self.pretty(e)),
+        }
+    }
+}
+
+fn binary(op: BinOp, l: &Value, r: &Value) -> Result<Value, Stop> {
+    use std::cmp::Ordering::*;
+    Ok(match op {
+        BinOp::Eq => Value::Bool(l.py_eq(r)),
+        BinOp::NotEq => Value::Bool(!l.py_eq(r)),
+        BinOp::Lt => Value::Bool(l.py_compare(r)? == Less),
+        BinOp::Gt => Value::Bool(l.py_compare(r)? == Greater),
+        BinOp::Le => Value::Bool(l.py_compare(r)? != Greater),
+        BinOp::Ge => Value::Bool(l.py_compare(r)? != Less),
+        BinOp::In => Value::Bool(Value::py_contains(r, l)?),
+        BinOp::NotIn => Value::Bool(!Value::py_contains(r, l)?),
+        BinOp::Add => arith(ArithOp::Add, l, r)?,
+        BinOp::Sub => arith(ArithOp::Sub, l, r)?,
+        BinOp::Mul => arith(ArithOp::Mul, l, r)?,
+        BinOp::Div => arith(ArithOp::Div, l, r)?,
+        BinOp::Mod => arith(ArithOp::Mod, l, r)?,
+        BinOp::Pow => arith(ArithOp::Pow, l, r)?,
+        BinOp::And | BinOp::Or => unreachable!("lazy operators are evaluated by the caller"),
+    })
+}
+
+/// The reference's primitive type checks.
+pub(crate) fn validate_primitive(value: &Value, p: Primitive) -> Result<(), (ErrorKind, String)> {
+    let ok = match p {
+        Primitive::String => matches!(value, Value::Str(_)),
+        Primitive::Int => value.is_integral(),
+        Primitive::Float => matches!(value, Value::Float(_)),
+        Primitive::Number => value.is_number(),
+        Primitive::Bool => matches!(value, Value::Bool(_)),
+        Primitive::List => {
+            if !matches!(value, Value::List(_)) {
+                return Err((ErrorKind::TypingException, format!("Invalid value '{}', expected list", shown(value))));
+            }
+            true
+        }
+        Primitive::Dict => {
+            if !matches!(value, Value::Dict(_)) {
+                return Err((ErrorKind::TypingException, format!("Invalid value '{}', expected dict", shown(value))));
+            }
+            true
+        }
+    };
+    if ok { Ok(()) } else { Err((ErrorKind::RuntimeException, format!("Invalid value '{}', expected {}", shown(value), p.name()))) }
+}

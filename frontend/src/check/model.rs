@@ -1,0 +1,362 @@
+//! The checked program: every definition resolved, indexed by typed ids.
+//!
+//! This is what the static checks produce and what lowering to IR consumes. It refers back to
+//! the syntax tree (`'a`) for the code it does not need to look into: implementation bodies,
+//! conditions, relation annotations and the top-level blocks.
+
+use std::collections::HashMap;
+
+use weft_ir::plugin::PluginSignature;
+use weft_ir::value::Value;
+use weft_ir::{FileId, Location, Symbol};
+
+use crate::ast;
+
+macro_rules! id_type {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name(pub u32);
+
+        impl $name {
+            pub fn index(self) -> usize {
+                self.0 as usize
+            }
+        }
+    };
+}
+
+id_type!(
+    /// A namespace: a loaded `.cf` file.
+    NsId
+);
+id_type!(EntityId);
+id_type!(AttrId);
+id_type!(TypedefId);
+id_type!(ImplId);
+id_type!(ImplementId);
+id_type!(PluginId);
+id_type!(RelationId);
+
+/// A named thing in a namespace's type table. Entities, typedefs, implementations and plugins
+/// share one table per namespace, as in the reference.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TypeItem {
+    Entity(EntityId),
+    Typedef(TypedefId),
+    Implementation(ImplId),
+    Plugin(PluginId),
+}
+
+#[derive(Debug)]
+pub struct Namespace<'a> {
+    /// `__config__`, `std`, `mod::sub`.
+    pub name: String,
+    pub file: FileId,
+    /// The enclosing namespace by name (`mod` for `mod::sub`), where unqualified type names
+    /// are also looked up.
+    pub parent: Option<NsId>,
+    pub types: HashMap<Symbol, TypeItem>,
+    /// Namespaces visible from here, by the name code uses for them: the namespace itself
+    /// (full name), `std`, and every import (full name or alias).
+    pub visible: HashMap<String, NsId>,
+    pub ast: ast::File<'a>,
+}
+
+/// A primitive type of the language.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Primitive {
+    String,
+    Int,
+    Float,
+    /// Deprecated: any number.
+    Number,
+    Bool,
+    /// A list of literals.
+    List,
+    /// A dict of literals with string keys.
+    Dict,
+}
+
+impl Primitive {
+    pub fn from_name(name: &str) -> Option<Primitive> {
+        Some(match name {
+            "string" => Primitive::String,
+            "int" => Primitive::Int,
+            "float" => Primitive::Float,
+            "number" => Primitive::Number,
+            "bool" => Primitive::Bool,
+            "list" => Primitive::List,
+            "dict" => Primitive::Dict,
+            _ => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Primitive::String => "string",
+            Primitive::Int => "int",
+            Primitive::Float => "float",
+            Primitive::Number => "number",
+            Primitive::Bool => "bool",
+            Primitive::List => "list",
+            Primitive::Dict => "dict",
+        }
+    }
+}
+
+/// The base of a value type: a primitive or a typedef.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BaseType {
+    Primitive(Primitive),
+    Typedef(TypedefId),
+}
+
+/// The declared type of a plain attribute: `base`, `base[]`, `base?` or `base[]?`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ValueType {
+    pub base: BaseType,
+    pub list: bool,
+    pub nullable: bool,
+}
+
+#[derive(Debug)]
+pub struct Typedef<'a> {
+    pub name: Symbol,
+    pub ns: NsId,
+    pub location: Location,
+    /// `None` until resolved, and when the base type could not be resolved.
+    pub base: Option<BaseType>,
+    /// The constraint: an expression over `self`, or a regex.
+    pub constraint: &'a ast::Expr<'a>,
+    pub docstring: Option<&'a str>,
+}
+
+#[derive(Debug)]
+pub struct Entity<'a> {
+    pub name: Symbol,
+    pub ns: NsId,
+    pub location: Location,
+    pub docstring: Option<&'a str>,
+    /// Direct parents in declaration order; every entity but `std::Entity` has at least one.
+    pub parents: Vec<EntityId>,
+    pub children: Vec<EntityId>,
+    /// Own attributes by name: the body's attributes in order, then relation ends in the
+    /// order the relation statements were evaluated.
+    pub attributes: Vec<AttrId>,
+    /// Own defaults: `None` removes an inherited default (an attribute redeclared without a
+    /// default, or with `= undef`).
+    pub own_defaults: Vec<(Symbol, Option<DefaultValue>)>,
+    /// Indexes as sorted attribute-name lists, own and inherited.
+    pub indexes: Vec<Vec<Symbol>>,
+    /// `implement` statements for this entity, in definition order.
+    pub implements: Vec<ImplementId>,
+    /// Some `implement X using parents` exists.
+    pub implements_inherit: bool,
+    /// The entity extends `std::Dataclass` (directly or not).
+    pub is_dataclass: bool,
+    /// Checking this entity failed; checks that depend on it are skipped.
+    pub invalid: bool,
+    /// The definition, `None` for `std::Entity`, which the compiler defines itself.
+    pub def: Option<&'a ast::EntityDef<'a>>,
+}
+
+/// A default value: a constant, evaluated when the entity is defined.
+#[derive(Clone, Debug)]
+pub struct DefaultValue {
+    pub value: Value,
+    pub location: Location,
+}
+
+#[derive(Debug)]
+pub struct Attribute {
+    pub name: Symbol,
+    pub entity: EntityId,
+    pub location: Location,
+    pub kind: AttributeKind,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttributeKind {
+    Value(ValueType),
+    Relation(RelationEnd),
+}
+
+/// One end of a relation, as an attribute of the entity at the other end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RelationEnd {
+    pub target: EntityId,
+    pub lower: i64,
+    /// `None` for an unbounded end (`[0:]`).
+    pub upper: Option<i64>,
+    /// The opposite end of a bidirectional relation (itself for a self-inverse relation).
+    pub inverse: Option<AttrId>,
+    pub relation: RelationId,
+}
+
+impl RelationEnd {
+    pub fn is_optional(&self) -> bool {
+        self.lower == 0
+    }
+
+    pub fn is_multi(&self) -> bool {
+        self.upper != Some(1)
+    }
+}
+
+impl Attribute {
+    /// Whether the attribute takes several values: a list type or a relation whose upper
+    /// bound is not 1.
+    pub fn is_multi(&self) -> bool {
+        match self.kind {
+            AttributeKind::Value(t) => t.list,
+            AttributeKind::Relation(r) => r.is_multi(),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct Relation<'a> {
+    pub ns: NsId,
+    pub location: Location,
+    pub annotations: &'a [ast::Expr<'a>],
+    /// The attribute on the left entity (`A.b` in `A.b [..] -- B.a [..]`).
+    pub left_attr: Option<AttrId>,
+    /// The attribute on the right entity, for bidirectional relations.
+    pub right_attr: Option<AttrId>,
+}
+
+#[derive(Debug)]
+pub struct Implementation<'a> {
+    pub name: Symbol,
+    pub ns: NsId,
+    pub location: Location,
+    pub entity: Option<EntityId>,
+    pub body: ast::Block<'a>,
+    pub docstring: Option<&'a str>,
+}
+
+#[derive(Debug)]
+pub struct Implement<'a> {
+    pub entity: EntityId,
+    /// The namespace of the `implement` statement: its condition is evaluated there.
+    pub ns: NsId,
+    pub location: Location,
+    pub implementations: Vec<ImplId>,
+    /// `None` is the constant `true`.
+    pub condition: Option<&'a ast::Expr<'a>>,
+    pub inherit: bool,
+}
+
+#[derive(Debug)]
+pub struct Plugin {
+    pub name: Symbol,
+    pub ns: NsId,
+    pub signature: PluginSignature,
+}
+
+/// The checked program.
+#[derive(Debug, Default)]
+pub struct Model<'a> {
+    pub namespaces: Vec<Namespace<'a>>,
+    pub entities: Vec<Entity<'a>>,
+    pub attributes: Vec<Attribute>,
+    pub typedefs: Vec<Typedef<'a>>,
+    pub relations: Vec<Relation<'a>>,
+    pub implementations: Vec<Implementation<'a>>,
+    pub implements: Vec<Implement<'a>>,
+    pub plugins: Vec<Plugin>,
+    /// `std::Entity`, the root of every entity.
+    pub std_entity: Option<EntityId>,
+}
+
+impl<'a> Model<'a> {
+    pub fn entity(&self, id: EntityId) -> &Entity<'a> {
+        &self.entities[id.index()]
+    }
+
+    pub fn attribute(&self, id: AttrId) -> &Attribute {
+        &self.attributes[id.index()]
+    }
+
+    pub fn namespace(&self, id: NsId) -> &Namespace<'a> {
+        &self.namespaces[id.index()]
+    }
+
+    /// The attribute `name` of `entity`: its own, or the first found in its parents, depth
+    /// first and left to right (the reference's lookup order).
+    pub fn find_attribute(&self, entity: EntityId, name: Symbol) -> Option<AttrId> {
+        let e = self.entity(entity);
+        if let Some(&a) = e.attributes.iter().find(|&&a| self.attribute(a).name == name) {
+            return Some(a);
+        }
+        e.parents.iter().find_map(|&p| self.find_attribute(p, name))
+    }
+
+    /// All ancestors of an entity (not including itself), without duplicates.
+    pub fn ancestors(&self, entity: EntityId) -> Vec<EntityId> {
+        let mut out = Vec::new();
+        let mut stack: Vec<EntityId> = self.entity(entity).parents.iter().rev().copied().collect();
+        while let Some(e) = stack.pop() {
+            if !out.contains(&e) {
+                out.push(e);
+                stack.extend(self.entity(e).parents.iter().rev().copied());
+            }
+        }
+        out
+    }
+
+    /// Whether `entity` is `other` or one of its descendants.
+    pub fn is_subclass(&self, entity: EntityId, other: EntityId) -> bool {
+        entity == other || self.ancestors(entity).contains(&other)
+    }
+
+    /// All descendants of an entity, without duplicates.
+    pub fn descendants(&self, entity: EntityId) -> Vec<EntityId> {
+        let mut out = Vec::new();
+        let mut stack = self.entity(entity).children.clone();
+        while let Some(e) = stack.pop() {
+            if !out.contains(&e) {
+                out.push(e);
+                stack.extend(self.entity(e).children.iter().copied());
+            }
+        }
+        out
+    }
+
+    /// The effective defaults of an entity, after inheritance: its own defaults win, then the
+    /// left-most parent's. A `None` default (removed) does not appear.
+    pub fn default_values(&self, entity: EntityId) -> Vec<(Symbol, DefaultValue)> {
+        let mut merged: Vec<(Symbol, Option<DefaultValue>)> = Vec::new();
+        let put = |merged: &mut Vec<(Symbol, Option<DefaultValue>)>, name: Symbol, value: Option<DefaultValue>| {
+            if let Some(slot) = merged.iter_mut().find(|(n, _)| *n == name) {
+                slot.1 = value;
+            } else {
+                merged.push((name, value));
+            }
+        };
+        let e = self.entity(entity);
+        for &parent in e.parents.iter().rev() {
+            for (name, value) in self.default_values(parent) {
+                put(&mut merged, name, Some(value));
+            }
+        }
+        for (name, value) in &e.own_defaults {
+            put(&mut merged, *name, value.clone());
+        }
+        merged.into_iter().filter_map(|(n, v)| v.map(|v| (n, v))).collect()
+    }
+
+    /// All attribute names of an entity, own first, then its parents'.
+    pub fn all_attribute_names(&self, entity: EntityId) -> Vec<Symbol> {
+        let mut names: Vec<Symbol> = self.entity(entity).attributes.iter().map(|&a| self.attribute(a).name).collect();
+        for &p in &self.entity(entity).parents {
+            for n in self.all_attribute_names(p) {
+                if !names.contains(&n) {
+                    names.push(n);
+                }
+            }
+        }
+        names
+    }
+}

@@ -1,0 +1,622 @@
+//! Projects and modules: finding and parsing every file a compile needs.
+//!
+//! A project is a directory with `project.yml` and `main.cf` (namespace `__config__`).
+//! Modules are found, by name, in this order:
+//!
+//! 1. `std` is always weft's own embedded std module (its plugins are implemented natively, so
+//!    its model must be the one they were written for);
+//! 2. a v2 module installed in the project's Python environment
+//!    (`site-packages/inmanta_plugins/<name>/model/_init.cf`), as the reference prefers v2;
+//! 3. a v1 module in a directory of the `modulepath` (`<dir>/<name>/module.yml` and
+//!    `model/_init.cf`).
+//!
+//! Namespaces map onto files as in the reference (`mod` is `model/_init.cf`, `mod::x` is
+//! `model/x.cf` or, when a directory `model/x/` exists, `model/x/_init.cf`), and imports are
+//! followed with the reference's work list, so that blocks come out in the same order the
+//! reference executes them: `main.cf` first, then modules grouped by top-level module in the
+//! order they were first loaded. Importing `a::b::c` loads `a`, `a::b` and `a::b::c`.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use bumpalo::Bump;
+use weft_ir::diagnostic::codes;
+use weft_ir::plugin::{PluginSignature, PythonDataclass};
+use weft_ir::{Diagnostic, ErrorKind, FileId, Interner, Location, SourceFile, SourceMap, Span};
+
+use crate::ast;
+use crate::parser::parse_file;
+use crate::python;
+
+/// Where to look for things outside the project directory.
+#[derive(Clone, Debug, Default)]
+pub struct LoadOptions {
+    /// A Python environment (a virtualenv's root) whose `site-packages` holds v2 modules.
+    /// The CLI fills this from `--python-env` or `VIRTUAL_ENV`.
+    pub python_env: Option<PathBuf>,
+}
+
+/// The parts of `project.yml` weft uses.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ProjectConfig {
+    pub name: String,
+    /// Module search path, resolved against the project directory.
+    pub modulepath: Vec<PathBuf>,
+    pub downloadpath: Option<PathBuf>,
+    /// `relation_precedence_policy` rules, as written (`a::A.rel before b::B.other`).
+    pub relation_precedence_policy: Vec<String>,
+    /// Whether `project.yml` was present (a directory with only `main.cf` is accepted too).
+    pub has_project_file: bool,
+}
+
+/// How a module was found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ModuleOrigin {
+    /// weft's own std, compiled into the binary.
+    Embedded,
+    /// A v1 module: the directory holding `module.yml`.
+    V1 { dir: PathBuf },
+    /// A v2 module: the package directory `site-packages/inmanta_plugins/<name>`.
+    V2 { package_dir: PathBuf },
+}
+
+/// A loaded module.
+#[derive(Clone, Debug)]
+pub struct Module {
+    pub name: String,
+    pub version: Option<String>,
+    pub origin: ModuleOrigin,
+    /// Whether the module ships Python plugin sources (a `plugins/` package for v1, any
+    /// Python file for v2). Dataclass entities need one.
+    pub has_plugin_package: bool,
+}
+
+impl Module {
+    /// The directory holding `model/`, `templates/` and `files/`, for modules on disk.
+    pub fn root(&self) -> Option<&Path> {
+        match &self.origin {
+            ModuleOrigin::Embedded => None,
+            ModuleOrigin::V1 { dir } => Some(dir),
+            ModuleOrigin::V2 { package_dir } => Some(package_dir),
+        }
+    }
+}
+
+/// One parsed namespace: a `.cf` file and its tree.
+#[derive(Debug)]
+pub struct Namespace<'a> {
+    /// The full name: `__config__`, `std`, `mod::sub`.
+    pub name: String,
+    /// Index into [`Program::modules`]; `None` for `__config__`.
+    pub module: Option<usize>,
+    pub file: FileId,
+    pub ast: ast::File<'a>,
+}
+
+/// Everything loaded for a compile.
+#[derive(Debug)]
+pub struct Program<'a> {
+    pub dir: PathBuf,
+    pub config: ProjectConfig,
+    pub sources: SourceMap,
+    pub interner: Interner,
+    /// In execution order: `__config__` first.
+    pub namespaces: Vec<Namespace<'a>>,
+    pub modules: Vec<Module>,
+    /// Plugins of the loaded namespaces.
+    pub plugins: Vec<PluginSignature>,
+    /// Python dataclasses of the loaded namespaces.
+    pub dataclasses: Vec<PythonDataclass>,
+    /// Namespaces that have a Python module in their module's plugins (`inmanta_plugins.mod.x`
+    /// exists for `mod::x`), loaded or not.
+    pub python_modules: Vec<String>,
+}
+
+impl Program<'_> {
+    pub fn namespace(&self, name: &str) -> Option<&Namespace<'_>> {
+        self.namespaces.iter().find(|n| n.name == name)
+    }
+}
+
+/// The embedded std module: paths relative to the module root and their contents.
+pub const EMBEDDED_STD: &[(&str, &str)] = &[
+    ("model/_init.cf", include_str!("../std/model/_init.cf")),
+    ("model/testing.cf", include_str!("../std/model/testing.cf")),
+    ("plugins/__init__.py", include_str!("../std/plugins/__init__.py")),
+];
+
+/// The display name of an embedded std file.
+fn embedded_display(rel: &str) -> String {
+    format!("<weft>/std/{rel}")
+}
+
+/// Loads and parses a project and every module it imports.
+///
+/// Always returns a program (possibly with missing parts) together with the diagnostics; the
+/// caller decides whether errors are fatal.
+pub fn load_project<'a>(arena: &'a Bump, dir: &Path, options: &LoadOptions) -> (Program<'a>, Vec<Diagnostic>) {
+    let mut loader = Loader {
+        arena,
+        dir: dir.to_path_buf(),
+        sources: SourceMap::new(),
+        interner: Interner::new(),
+        diagnostics: Vec::new(),
+        modules: Vec::new(),
+        module_index: HashMap::new(),
+        site_packages: options.python_env.as_deref().map(site_packages_dirs).unwrap_or_default(),
+        plugins: Vec::new(),
+        dataclasses: Vec::new(),
+        python_modules: Vec::new(),
+        config: ProjectConfig::default(),
+    };
+    loader.config = loader.read_config();
+    let namespaces = loader.load_all();
+    let Loader { sources, interner, diagnostics, modules, plugins, dataclasses, python_modules, config, .. } = loader;
+    let program =
+        Program { dir: dir.to_path_buf(), config, sources, interner, namespaces, modules, plugins, dataclasses, python_modules };
+    (program, diagnostics)
+}
+
+/// The `site-packages` directories of a Python environment.
+fn site_packages_dirs(env: &Path) -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    for lib in ["lib", "lib64"] {
+        if let Ok(entries) = std::fs::read_dir(env.join(lib)) {
+            let mut found: Vec<PathBuf> = entries
+                .filter_map(Result::ok)
+                .map(|e| e.path().join("site-packages"))
+                .filter(|p| p.is_dir())
+                .collect();
+            found.sort();
+            dirs.extend(found);
+        }
+    }
+    let windows = env.join("Lib").join("site-packages");
+    if windows.is_dir() {
+        dirs.push(windows);
+    }
+    dirs.dedup();
+    dirs
+}
+
+struct Loader<'a> {
+    arena: &'a Bump,
+    dir: PathBuf,
+    sources: SourceMap,
+    interner: Interner,
+    diagnostics: Vec<Diagnostic>,
+    modules: Vec<Module>,
+    module_index: HashMap<String, Option<usize>>,
+    site_packages: Vec<PathBuf>,
+    plugins: Vec<PluginSignature>,
+    dataclasses: Vec<PythonDataclass>,
+    python_modules: Vec<String>,
+    config: ProjectConfig,
+}
+
+/// An import waiting to be loaded, with where it was written.
+struct PendingImport {
+    name: String,
+    at: Option<Location>,
+}
+
+impl<'a> Loader<'a> {
+    fn project_error(&mut self, message: String, file: Option<FileId>) {
+        let mut d = Diagnostic::error(ErrorKind::CompilerException, codes::PROJECT_INVALID, message);
+        if let Some(file) = file {
+            d = d.at(Location::new(file, Span::new(0, 0)), "in this file");
+        }
+        self.diagnostics.push(d);
+    }
+
+    fn display_path(&self, path: &Path) -> String {
+        match path.strip_prefix(&self.dir) {
+            Ok(rel) => rel.to_string_lossy().replace('\\', "/"),
+            Err(_) => path.to_string_lossy().into_owned(),
+        }
+    }
+
+    /// Reads a file as UTF-8, reporting invalid bytes as the reference would fail on them.
+    fn read_source(&mut self, path: &Path) -> std::io::Result<(String, Option<usize>)> {
+        let bytes = std::fs::read(path)?;
+        match String::from_utf8(bytes) {
+            Ok(text) => Ok((text, None)),
+            Err(e) => {
+                let valid_up_to = e.utf8_error().valid_up_to();
+                Ok((String::from_utf8_lossy(e.as_bytes()).into_owned(), Some(valid_up_to)))
+            }
+        }
+    }
+
+    fn read_config(&mut self) -> ProjectConfig {
+        let name_default = self.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let path = self.dir.join("project.yml");
+        let mut config = ProjectConfig { name: name_default, ..ProjectConfig::default() };
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                // A bare directory with a main.cf is a project with default settings, as the
+                // conformance corpus uses them: modules live in `libs/`.
+                config.modulepath = vec![self.dir.join("libs")];
+                return config;
+            }
+            Err(e) => {
+                self.project_error(format!("cannot read {}: {e}", path.display()), None);
+                return config;
+            }
+        };
+        config.has_project_file = true;
+        let file = self.sources.add(SourceFile::new(self.display_path(&path), text.as_str()));
+        let value: serde_norway::Value = match serde_norway::from_str(&text) {
+            Ok(v) => v,
+            Err(e) => {
+                let offset = e.location().map(|l| l.index() as u32).unwrap_or(0);
+                self.diagnostics.push(
+                    Diagnostic::error(ErrorKind::CompilerException, codes::PROJECT_INVALID, format!("invalid project.yml: {e}"))
+                        .at(Location::new(file, Span::new(offset, offset)), "not valid YAML"),
+                );
+                return config;
+            }
+        };
+        let get_str = |key: &str| value.get(key).and_then(|v| v.as_str()).map(str::to_string);
+        if let Some(name) = get_str("name") {
+            config.name = name;
+        }
+        config.modulepath = match value.get("modulepath") {
+            None | Some(serde_norway::Value::Null) => Vec::new(),
+            Some(serde_norway::Value::String(s)) => vec![self.dir.join(s)],
+            Some(serde_norway::Value::Sequence(items)) => {
+                items.iter().filter_map(|i| i.as_str()).map(|s| self.dir.join(s)).collect()
+            }
+            Some(_) => {
+                self.project_error("project.yml: `modulepath` must be a string or a list of strings".into(), Some(file));
+                Vec::new()
+            }
+        };
+        config.downloadpath = get_str("downloadpath").map(|p| self.dir.join(p));
+        if let Some(serde_norway::Value::Sequence(rules)) = value.get("relation_precedence_policy") {
+            config.relation_precedence_policy = rules.iter().filter_map(|r| r.as_str().map(str::to_string)).collect();
+        }
+        config
+    }
+
+    /// Parses one file into the arena, registering it in the source map.
+    fn parse(&mut self, path: &Path, display: String) -> Option<(FileId, ast::File<'a>)> {
+        let (text, invalid_at) = match self.read_source(path) {
+            Ok(r) => r,
+            Err(_) => return None,
+        };
+        Some(self.parse_text(&text, display, invalid_at))
+    }
+
+    fn parse_text(&mut self, text: &str, display: String, invalid_utf8_at: Option<usize>) -> (FileId, ast::File<'a>) {
+        let file = self.sources.add(SourceFile::new(display, text));
+        if let Some(offset) = invalid_utf8_at {
+            let at = Location::new(file, Span::new(offset as u32, offset as u32 + 1));
+            self.diagnostics.push(
+                Diagnostic::error(ErrorKind::ParserException, codes::INVALID_UTF8, "this file is not valid UTF-8")
+                    .at(at, "invalid byte sequence here")
+                    .with_note("invalid bytes were replaced by U+FFFD to go on checking"),
+            );
+        }
+        // The tree borrows its text: keep a copy in the arena, which outlives the tree.
+        let text: &'a str = self.arena.alloc_str(text);
+        let out = parse_file(self.arena, text, file, &mut self.interner);
+        self.diagnostics.extend(out.diagnostics);
+        (file, out.file)
+    }
+
+    fn load_all(&mut self) -> Vec<Namespace<'a>> {
+        let main_path = self.dir.join("main.cf");
+        let Some((main_file, main_ast)) = self.parse(&main_path, "main.cf".to_string()) else {
+            let what = if self.dir.is_dir() {
+                format!("{} contains no main.cf", self.dir.display())
+            } else {
+                format!("{} is not a directory", self.dir.display())
+            };
+            self.diagnostics.push(
+                Diagnostic::error(ErrorKind::CompilerException, codes::PROJECT_INVALID, format!("not an Inmanta project: {what}"))
+                    .with_help("a project is a directory with a main.cf file and, usually, a project.yml"),
+            );
+            return Vec::new();
+        };
+        let mut stack = self.imports_of(&main_ast, main_file, true);
+        let main = Namespace { name: "__config__".to_string(), module: None, file: main_file, ast: main_ast };
+
+        // Namespaces grouped by top-level module, modules in the order they were first loaded:
+        // the order in which the reference emits their blocks.
+        let mut groups: Vec<(String, Vec<Namespace<'a>>)> = Vec::new();
+        let mut done: HashMap<String, std::collections::HashSet<String>> = HashMap::new();
+        // The reference takes imports from the end of its work list.
+        while let Some(import) = stack.pop() {
+            let parts: Vec<&str> = import.name.split("::").collect();
+            let module_name = parts[0].to_string();
+            if done.get(&module_name).is_some_and(|d| d.contains(&import.name)) {
+                continue;
+            }
+            let Some(module) = self.find_module(&module_name) else {
+                self.module_not_found(&import, &module_name);
+                continue;
+            };
+            for depth in 1..=parts.len() {
+                let sub = parts[..depth].join("::");
+                if done.get(&module_name).is_some_and(|d| d.contains(&sub)) {
+                    continue;
+                }
+                let Some((file, tree)) = self.load_namespace(module, &parts[1..depth]) else {
+                    self.namespace_not_found(&import, &sub, module);
+                    break;
+                };
+                done.entry(module_name.clone()).or_default().insert(sub.clone());
+                stack.extend(self.imports_of(&tree, file, module_name != "std"));
+                let group = match groups.iter().position(|(m, _)| *m == module_name) {
+                    Some(i) => i,
+                    None => {
+                        groups.push((module_name.clone(), Vec::new()));
+                        groups.len() - 1
+                    }
+                };
+                groups[group].1.push(Namespace { name: sub, module: Some(module), file, ast: tree });
+            }
+        }
+        let mut namespaces = vec![main];
+        namespaces.extend(groups.into_iter().flat_map(|(_, ns)| ns));
+        self.load_plugins(&namespaces);
+        namespaces
+    }
+
+    /// The imports of a file, with the implicit `import std` first as the reference adds it.
+    fn imports_of(&self, tree: &ast::File<'a>, file: FileId, implicit_std: bool) -> Vec<PendingImport> {
+        let mut imports = Vec::new();
+        if implicit_std {
+            imports.push(PendingImport { name: "std".to_string(), at: None });
+        }
+        for item in tree.items {
+            if let ast::Item::Import(import) = item {
+                let name = import.path.parts.iter().map(|p| self.interner.resolve(p.name)).collect::<Vec<_>>().join("::");
+                imports.push(PendingImport { name, at: Some(Location::new(file, import.span)) });
+            }
+        }
+        imports
+    }
+
+    fn module_not_found(&mut self, import: &PendingImport, module_name: &str) {
+        let mut searched: Vec<String> = self.site_packages.iter().map(|p| format!("{} (v2 modules)", p.display())).collect();
+        searched.extend(self.config.modulepath.iter().map(|p| format!("{} (v1 modules)", p.display())));
+        let mut d = Diagnostic::error(
+            ErrorKind::ModuleLoadingException,
+            codes::MODULE_NOT_FOUND,
+            format!("Failed to load module {}: could not find module {module_name}", import.name),
+        );
+        if let Some(at) = import.at {
+            d = d.at(at, format!("module `{module_name}` is not installed"));
+        }
+        d = if searched.is_empty() {
+            d.with_note("no module path is configured and no Python environment was given")
+        } else {
+            d.with_note(format!("searched: {}", searched.join(", ")))
+        };
+        self.diagnostics.push(d.with_help(
+            "install the module as a v2 module in the Python environment (`--python-env` or `VIRTUAL_ENV`) or put it in a `modulepath` directory",
+        ));
+    }
+
+    fn namespace_not_found(&mut self, import: &PendingImport, sub: &str, module: usize) {
+        let module_name = self.modules[module].name.clone();
+        let mut d = Diagnostic::error(
+            ErrorKind::ModuleLoadingException,
+            codes::NAMESPACE_NOT_FOUND,
+            format!("Failed to load module {}: could not locate module with name: {sub}", import.name),
+        );
+        if let Some(at) = import.at {
+            d = d.at(at, format!("module `{module_name}` has no namespace `{sub}`"));
+        }
+        let rel = sub.split("::").skip(1).collect::<Vec<_>>().join("/");
+        self.diagnostics.push(d.with_note(format!("expected model/{rel}.cf or model/{rel}/_init.cf in module `{module_name}`")));
+    }
+
+    /// Finds a module by name, registering it on first use. `None` when it cannot be found (the
+    /// failure is remembered, so each import reports it without searching again).
+    fn find_module(&mut self, name: &str) -> Option<usize> {
+        if let Some(found) = self.module_index.get(name) {
+            return *found;
+        }
+        let module = self.locate_module(name);
+        let index = module.map(|m| {
+            self.modules.push(m);
+            self.modules.len() - 1
+        });
+        self.module_index.insert(name.to_string(), index);
+        index
+    }
+
+    fn locate_module(&mut self, name: &str) -> Option<Module> {
+        if name == "std" {
+            return Some(Module { name: "std".into(), version: Some("8.7.5".into()), origin: ModuleOrigin::Embedded, has_plugin_package: true });
+        }
+        for site in self.site_packages.clone() {
+            for base in std::iter::once(site.clone()).chain(editable_roots(&site)) {
+                let package_dir = base.join("inmanta_plugins").join(name);
+                if package_dir.join("model").join("_init.cf").is_file() {
+                    let version = v2_version(&site, name);
+                    let has_plugin_package = package_dir.join("__init__.py").is_file();
+                    return Some(Module { name: name.into(), version, origin: ModuleOrigin::V2 { package_dir }, has_plugin_package });
+                }
+            }
+        }
+        for dir in self.config.modulepath.clone() {
+            let module_dir = dir.join(name);
+            let yml = module_dir.join("module.yml");
+            if yml.is_file() {
+                let version = std::fs::read_to_string(&yml)
+                    .ok()
+                    .and_then(|t| serde_norway::from_str::<serde_norway::Value>(&t).ok())
+                    .and_then(|v| match v.get("version") {
+                        Some(serde_norway::Value::String(s)) => Some(s.clone()),
+                        Some(serde_norway::Value::Number(n)) => Some(n.to_string()),
+                        _ => None,
+                    });
+                let has_plugin_package = module_dir.join("plugins").join("__init__.py").is_file();
+                return Some(Module { name: name.into(), version, origin: ModuleOrigin::V1 { dir: module_dir }, has_plugin_package });
+            }
+        }
+        None
+    }
+
+    /// Loads the file of namespace `module::path...`; `path` is empty for the module itself.
+    fn load_namespace(&mut self, module: usize, path: &[&str]) -> Option<(FileId, ast::File<'a>)> {
+        let rel = namespace_file(path, |rel| self.module_has_dir(module, rel));
+        match self.modules[module].origin.clone() {
+            ModuleOrigin::Embedded => {
+                let (_, text) = EMBEDDED_STD.iter().find(|(p, _)| *p == rel)?;
+                Some(self.parse_text(text, embedded_display(&rel), None))
+            }
+            ModuleOrigin::V1 { dir } | ModuleOrigin::V2 { package_dir: dir } => {
+                let full = dir.join(&rel);
+                let display = self.display_path(&full);
+                self.parse(&full, display)
+            }
+        }
+    }
+
+    fn module_has_dir(&self, module: usize, rel: &str) -> bool {
+        match &self.modules[module].origin {
+            ModuleOrigin::Embedded => EMBEDDED_STD.iter().any(|(p, _)| p.starts_with(&format!("{rel}/"))),
+            ModuleOrigin::V1 { dir } | ModuleOrigin::V2 { package_dir: dir } => dir.join(rel).is_dir(),
+        }
+    }
+
+    /// Reads the plugin signatures and dataclasses of every loaded module and keeps those of
+    /// loaded namespaces: the reference registers a plugin only in a namespace it loaded.
+    fn load_plugins(&mut self, namespaces: &[Namespace<'a>]) {
+        let loaded: std::collections::HashSet<&str> = namespaces.iter().map(|n| n.name.as_str()).collect();
+        for index in 0..self.modules.len() {
+            let module = self.modules[index].clone();
+            for (rel, text) in self.plugin_sources(&module) {
+                let Some(namespace) = python::namespace_for(&module.name, &rel) else { continue };
+                if !self.python_modules.contains(&namespace) {
+                    self.python_modules.push(namespace.clone());
+                }
+                if !loaded.contains(namespace.as_str()) {
+                    continue;
+                }
+                let label = match &module.origin {
+                    ModuleOrigin::Embedded => embedded_display(&format!("plugins/{rel}")),
+                    _ => rel.clone(),
+                };
+                let extract = python::extract(&text, &namespace, &label);
+                for problem in extract.problems {
+                    self.diagnostics.push(
+                        Diagnostic::warning(
+                            ErrorKind::CompilerRuntimeWarning,
+                            codes::PLUGIN_SOURCE,
+                            format!("could not read a plugin declaration in {label} line {}: {}", problem.line, problem.message),
+                        )
+                        .with_note("weft reads plugin signatures from Python sources without running them"),
+                    );
+                }
+                self.plugins.extend(extract.plugins);
+                self.dataclasses.extend(extract.dataclasses);
+            }
+        }
+    }
+
+    /// The Python files of a module's plugin package, as (path relative to the package root,
+    /// text) pairs, sorted by path.
+    fn plugin_sources(&self, module: &Module) -> Vec<(String, String)> {
+        let (root, skip): (PathBuf, &[&str]) = match &module.origin {
+            ModuleOrigin::Embedded => {
+                return EMBEDDED_STD
+                    .iter()
+                    .filter_map(|(p, t)| p.strip_prefix("plugins/").map(|rel| (rel.to_string(), t.to_string())))
+                    .collect();
+            }
+            ModuleOrigin::V1 { dir } => (dir.join("plugins"), &[]),
+            ModuleOrigin::V2 { package_dir } => (package_dir.clone(), &["model", "templates", "files"]),
+        };
+        let mut out = Vec::new();
+        collect_python_files(&root, &root, skip, &mut out);
+        out.sort();
+        out
+    }
+}
+
+/// The file of a namespace inside a module: `model/_init.cf` for the module itself, then for
+/// `a::b`, `model/b/_init.cf` if the directory `model/b` exists, else `model/b.cf`.
+fn namespace_file(path: &[&str], is_dir: impl Fn(&str) -> bool) -> String {
+    if path.is_empty() {
+        return "model/_init.cf".to_string();
+    }
+    let joined = format!("model/{}", path.join("/"));
+    if is_dir(&joined) { format!("{joined}/_init.cf") } else { format!("{joined}.cf") }
+}
+
+fn collect_python_files(root: &Path, dir: &Path, skip: &[&str], out: &mut Vec<(String, String)>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.filter_map(Result::ok) {
+        let path = entry.path();
+        let Ok(rel) = path.strip_prefix(root) else { continue };
+        let rel = rel.to_string_lossy().replace('\\', "/");
+        if path.is_dir() {
+            let top = rel.split('/').next().unwrap_or("");
+            if skip.contains(&top) || rel.ends_with("__pycache__") {
+                continue;
+            }
+            collect_python_files(root, &path, skip, out);
+        } else if rel.ends_with(".py")
+            && let Ok(text) = std::fs::read_to_string(&path)
+        {
+            out.push((rel, text));
+        }
+    }
+}
+
+/// Directories added to `sys.path` by `.pth` files: where editable installs of v2 modules
+/// live.
+fn editable_roots(site: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(site) else { return Vec::new() };
+    let mut roots = Vec::new();
+    for entry in entries.filter_map(Result::ok) {
+        let path = entry.path();
+        if path.extension().is_some_and(|e| e == "pth")
+            && let Ok(text) = std::fs::read_to_string(&path)
+        {
+            for line in text.lines() {
+                let line = line.trim();
+                if line.is_empty() || line.starts_with('#') || line.starts_with("import ") {
+                    continue;
+                }
+                let dir = site.join(line);
+                if dir.is_dir() {
+                    roots.push(dir);
+                }
+            }
+        }
+    }
+    roots.sort();
+    roots
+}
+
+/// The version of an installed v2 module, from its `.dist-info` directory name.
+fn v2_version(site: &Path, name: &str) -> Option<String> {
+    let prefix = format!("inmanta_module_{}-", name.replace('-', "_"));
+    let entries = std::fs::read_dir(site).ok()?;
+    entries.filter_map(Result::ok).find_map(|e| {
+        let file_name = e.file_name().to_string_lossy().into_owned();
+        file_name.strip_prefix(&prefix)?.strip_suffix(".dist-info").map(str::to_string)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn namespaces_map_to_files_like_the_reference() {
+        let no_dirs = |_: &str| false;
+        assert_eq!(namespace_file(&[], no_dirs), "model/_init.cf");
+        assert_eq!(namespace_file(&["x"], no_dirs), "model/x.cf");
+        assert_eq!(namespace_file(&["d", "y"], no_dirs), "model/d/y.cf");
+        assert_eq!(namespace_file(&["d"], |p: &str| p == "model/d"), "model/d/_init.cf");
+    }
+}
