@@ -8,7 +8,9 @@
 //!   reports the first error the reference reports *before executing anything*, with the same
 //!   kind and line, and no error where the reference's static phase passes. The expected
 //!   outcomes are in `tests/conformance/static-expect.tsv`, recorded from the reference by
-//!   `tools/static-oracle.py`.
+//!   `tools/static-oracle.py`;
+//! * `check_fixtures_match_the_reference_static_phase`: the same comparison on
+//!   `tests/fixtures/check/`, cases written for the static checks the corpus does not reach.
 
 use std::path::{Path, PathBuf};
 
@@ -19,27 +21,41 @@ fn corpus() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance")
 }
 
-/// Every case directory (one holding `main.cf`, outside `libs/`), sorted.
-fn cases() -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for area in std::fs::read_dir(corpus()).expect("tests/conformance exists") {
-        let area = area.expect("readable").path();
-        if !area.is_dir() {
-            continue;
+fn check_fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures").join("check")
+}
+
+/// Every case directory under `root` (one holding `main.cf`, outside `libs/`), sorted.
+fn cases_in(root: &Path) -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        if dir.join("main.cf").is_file() {
+            out.push(dir.to_path_buf());
+            return;
         }
-        for case in std::fs::read_dir(&area).expect("readable") {
-            let case = case.expect("readable").path();
-            if case.join("main.cf").is_file() {
-                out.push(case);
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        for entry in entries.filter_map(Result::ok) {
+            let path = entry.path();
+            if path.is_dir() && path.file_name().is_some_and(|n| n != "libs") {
+                walk(&path, out);
             }
         }
     }
+    let mut out = Vec::new();
+    walk(root, &mut out);
     out.sort();
     out
 }
 
+fn cases() -> Vec<PathBuf> {
+    cases_in(&corpus())
+}
+
+fn case_name_in(root: &Path, case: &Path) -> String {
+    case.strip_prefix(root).expect("inside the root").to_string_lossy().replace('\\', "/")
+}
+
 fn case_name(case: &Path) -> String {
-    case.strip_prefix(corpus()).expect("inside the corpus").to_string_lossy().replace('\\', "/")
+    case_name_in(&corpus(), case)
 }
 
 /// A compiler outcome reduced to what is compared: `ok`, or the first error's kind and line.
@@ -80,7 +96,18 @@ fn agrees(ours: &Outcome, expected: &Outcome) -> bool {
 
 #[test]
 fn check_matches_the_reference_static_phase() {
-    let table = std::fs::read_to_string(corpus().join("static-expect.tsv")).expect("static-expect.tsv");
+    compare_static_phase(&corpus());
+}
+
+#[test]
+fn check_fixtures_match_the_reference_static_phase() {
+    compare_static_phase(&check_fixtures());
+}
+
+/// Runs every case under `root` through the static phase and compares with the recorded
+/// `static-expect.tsv` there.
+fn compare_static_phase(root: &Path) {
+    let table = std::fs::read_to_string(root.join("static-expect.tsv")).expect("static-expect.tsv");
     let mut expected = std::collections::BTreeMap::new();
     for line in table.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
         let fields: Vec<&str> = line.split('\t').collect();
@@ -92,9 +119,9 @@ fn check_matches_the_reference_static_phase() {
         expected.insert(fields[0].to_string(), outcome);
     }
     let mut failures = Vec::new();
-    let all = cases();
+    let all = cases_in(root);
     for case in &all {
-        let name = case_name(case);
+        let name = case_name_in(root, case);
         let Some(want) = expected.get(&name) else {
             failures.push(format!("{name}: no expectation recorded in static-expect.tsv"));
             continue;
