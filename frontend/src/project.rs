@@ -586,8 +586,11 @@ fn editable_roots(site: &Path) -> Vec<PathBuf> {
                 if line.is_empty() || line.starts_with('#') || line.starts_with("import ") {
                     continue;
                 }
-                let dir = site.join(line);
-                if dir.is_dir() {
+                // Lines are relative to the site directory, or absolute; resolve `..` so paths in
+                // messages are readable.
+                if let Ok(dir) = std::fs::canonicalize(site.join(line))
+                    && dir.is_dir()
+                {
                     roots.push(dir);
                 }
             }
