@@ -1,0 +1,161 @@
+//! Every `.cf` file of the public Inmanta modules pinned in `realworld/modules.tsv` must parse
+//! without errors: the reference parser accepts all of them, so any error here is a
+//! difference between weft's parser and the reference's.
+//!
+//! The modules are wheels on PyPI. `realworld/fetch.py` downloads them (once; they are
+//! cached in `realworld/.cache/`, which git ignores) and unpacks their model code. This test
+//! runs the fetcher only when the cache does not match the module list, so after the first
+//! run it needs neither the network nor Python.
+//!
+//! Set `WEFT_SKIP_NETWORK_TESTS=1` to skip the test where PyPI cannot be reached.
+
+use bumpalo::Bump;
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use weft_ir::{FileId, Interner, SourceFile};
+
+/// How many `.cf` files the 33 modules of `modules.tsv` contain. Update it together with the
+/// list.
+const EXPECTED_CF_FILES: usize = 60;
+
+/// The file `fetch.py` writes last; it holds a copy of the module list it fetched.
+const STAMP: &str = "complete.stamp";
+
+fn realworld_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("realworld")
+}
+
+/// Whether the cache was completely fetched from the current module list.
+fn cache_is_current(list: &Path, cache: &Path) -> bool {
+    let (Ok(expected), Ok(stamp)) = (fs::read(list), fs::read(cache.join(STAMP))) else {
+        return false;
+    };
+    expected == stamp && cache.join("cf_files.txt").is_file()
+}
+
+/// Runs `fetch.py` unless the cache is current; panics with instructions when it fails.
+fn ensure_cache(dir: &Path) -> PathBuf {
+    let list = dir.join("modules.tsv");
+    let cache = dir.join(".cache");
+    if cache_is_current(&list, &cache) {
+        return cache;
+    }
+    let fetcher = dir.join("fetch.py");
+    let how_to_fix = format!(
+        "To fix: make sure `python3 -m pip` works and https://pypi.org is reachable, then run\n    \
+         python3 {fetcher}\nby hand to see the problem. Where the network is not available, set \
+         WEFT_SKIP_NETWORK_TESTS=1 to skip this test.",
+        fetcher = fetcher.display()
+    );
+    let output = match Command::new("python3").arg(&fetcher).arg("--cache").arg(&cache).output() {
+        Ok(output) => output,
+        Err(e) => panic!("could not run `python3` to fetch the real-world modules: {e}\n{how_to_fix}"),
+    };
+    if !output.status.success() {
+        panic!(
+            "fetching the real-world modules failed ({status}):\n{stdout}{stderr}\n{how_to_fix}",
+            status = output.status,
+            stdout = String::from_utf8_lossy(&output.stdout),
+            stderr = String::from_utf8_lossy(&output.stderr),
+        );
+    }
+    assert!(
+        cache_is_current(&list, &cache),
+        "fetch.py succeeded but did not leave {STAMP} and cf_files.txt in {}",
+        cache.display()
+    );
+    cache
+}
+
+/// Every `.cf` file under `<cache>/<module>/model/`, relative to the cache and with `/` as
+/// separator, found by walking the directories rather than trusting `cf_files.txt`.
+fn walk_cf_files(cache: &Path) -> BTreeSet<String> {
+    fn walk(dir: &Path, relative: &str, out: &mut BTreeSet<String>) {
+        let entries = fs::read_dir(dir).unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()));
+        for entry in entries {
+            let entry = entry.expect("directory entry");
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let path = entry.path();
+            let child = format!("{relative}/{name}");
+            if path.is_dir() {
+                walk(&path, &child, out);
+            } else if name.ends_with(".cf") {
+                out.insert(child);
+            }
+        }
+    }
+
+    let mut out = BTreeSet::new();
+    for entry in fs::read_dir(cache).expect("the cache directory exists") {
+        let entry = entry.expect("directory entry");
+        let module = entry.file_name().to_string_lossy().into_owned();
+        let model = entry.path().join("model");
+        // Wheels live in `wheels/`; `fetch.py` unpacks into hidden staging directories first.
+        if module.starts_with('.') || !model.is_dir() {
+            continue;
+        }
+        walk(&model, &format!("{module}/model"), &mut out);
+    }
+    out
+}
+
+#[test]
+fn every_realworld_module_parses_without_errors() {
+    if std::env::var_os("WEFT_SKIP_NETWORK_TESTS").is_some_and(|v| v == "1") {
+        eprintln!(
+            "\n{banner}\n*** SKIPPED: real-world module parsing, because WEFT_SKIP_NETWORK_TESTS=1.\n\
+             *** The .cf files of tests/realworld/modules.tsv were NOT checked.\n{banner}\n",
+            banner = "*".repeat(78)
+        );
+        return;
+    }
+
+    let cache = ensure_cache(&realworld_dir());
+
+    let listed: BTreeSet<String> = fs::read_to_string(cache.join("cf_files.txt"))
+        .expect("cf_files.txt is readable")
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect();
+    let found = walk_cf_files(&cache);
+    assert_eq!(
+        listed, found,
+        "cf_files.txt and the unpacked modules disagree; delete {} and run the test again",
+        cache.display()
+    );
+    assert_eq!(
+        found.len(),
+        EXPECTED_CF_FILES,
+        "expected {EXPECTED_CF_FILES} .cf files in the modules of modules.tsv, found {}:\n{}",
+        found.len(),
+        found.iter().cloned().collect::<Vec<_>>().join("\n")
+    );
+
+    // One arena, reset between files, and one interner for all files, as the compiler uses them.
+    let mut arena = Bump::new();
+    let mut interner = Interner::new();
+    let mut errors = Vec::new();
+    let mut lines = 0;
+    for (index, relative) in found.iter().enumerate() {
+        let text = fs::read_to_string(cache.join(relative)).unwrap_or_else(|e| panic!("cannot read {relative}: {e}"));
+        let source = SourceFile::new(relative.clone(), text);
+        lines += source.line_count();
+        arena.reset();
+        let output = weft_frontend::parse_file(&arena, &source.text, FileId(index as u32), &mut interner);
+        for diagnostic in output.diagnostics.iter().filter(|d| d.is_error()) {
+            let at = diagnostic.primary_location().map(|l| source.line_col(l.span.start));
+            let position = at.map(|p| format!(":{}:{}", p.line, p.column)).unwrap_or_default();
+            errors.push(format!("{relative}{position}: {} {}", diagnostic.code.0, diagnostic.message));
+        }
+    }
+    assert!(
+        errors.is_empty(),
+        "{} error(s) in real-world modules that the reference parser accepts:\n{}",
+        errors.len(),
+        errors.join("\n")
+    );
+    eprintln!("parsed {} real-world .cf files ({lines} lines) without errors", found.len());
+}
