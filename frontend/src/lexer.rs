@@ -277,6 +277,7 @@ impl<'s> Lexer<'s> {
         }
     }
 
+    #[inline(always)]
     pub fn next_token(&mut self) -> Token {
         loop {
             self.skip_trivia();

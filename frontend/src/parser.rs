@@ -103,6 +103,9 @@ impl<'a, 'i> Parser<'a, 'i> {
 
     // ---------------------------------------------------------------- token plumbing
 
+    // Kept out of line: inlined into every caller, the token copy it makes is split into
+    // byte stores that the next read reloads as one word (a store-forwarding stall).
+    #[inline(never)]
     fn bump(&mut self) -> Token {
         let next = match self.ahead.pop_front() {
             Some(t) => t,
@@ -1623,6 +1626,10 @@ impl<'a, 'i> Parser<'a, 'i> {
     fn string_literal(&mut self, tok: Token, multiline: bool) -> StrLit<'a> {
         let (prefix, suffix) = if multiline { (3, 3) } else { (1, 1) };
         let raw = self.body(tok, prefix, suffix);
+        // Most literals are plain ASCII text: nothing to decode and nothing to interpolate.
+        if !multiline && raw.bytes().all(|b| b < 0x80 && b != b'\\' && b != b'{') {
+            return StrLit { value: raw, interpolations: &[], multiline };
+        }
         let body_start = tok.span.start + prefix;
         let value = if multiline { self.decode_mls(tok) } else { self.decode(raw, tok.span) };
         let matches = strings::find_interpolations(value);

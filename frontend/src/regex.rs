@@ -173,6 +173,19 @@ pub fn anchored_at_start(translated: &str) -> String {
 /// Checks that a Python pattern compiles. The error text is the engine's, which differs from
 /// Python's wording.
 pub fn check_python_regex(pattern: &str) -> Result<(), String> {
+    // Modules repeat the same typedef patterns; compiling costs far more than parsing them.
+    thread_local! {
+        static CHECKED: std::cell::RefCell<std::collections::HashMap<String, Result<(), String>>> = Default::default();
+    }
+    if let Some(known) = CHECKED.with(|c| c.borrow().get(pattern).cloned()) {
+        return known;
+    }
+    let result = compile_check(pattern);
+    CHECKED.with(|c| c.borrow_mut().insert(pattern.to_string(), result.clone()));
+    result
+}
+
+fn compile_check(pattern: &str) -> Result<(), String> {
     // Compile the pattern on its own first: inside the anchoring group, a stray `)` would
     // close the wrapper and hide an unbalanced parenthesis.
     let translated = translate_python_regex(pattern);

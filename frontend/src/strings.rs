@@ -138,8 +138,11 @@ pub struct InterpolationMatch {
 /// Finds `{{\s*([.A-Za-z0-9_-]+)\s*}}` matches left to right, as Python's `finditer` does.
 pub fn find_interpolations(text: &str) -> Vec<InterpolationMatch> {
     let mut found = Vec::new();
+    let bytes = text.as_bytes();
     let mut from = 0;
-    while let Some(rel) = text[from..].find("{{") {
+    // A plain byte scan: most literals have no brace at all, and a substring searcher costs
+    // more to set up than this loop costs to run.
+    while let Some(rel) = bytes[from..].windows(2).position(|w| w == b"{{") {
         let start = from + rel;
         match match_interpolation_at(text, start) {
             Some(m) => {
