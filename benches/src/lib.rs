@@ -49,7 +49,8 @@ pub fn workspace_root() -> PathBuf {
 /// The directory the generated models are kept in: `bench-models/` in cargo's target dir.
 pub fn models_dir() -> PathBuf {
     // Cargo passes its environment on to bench binaries, so a relocated target dir is seen here.
-    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace_root().join("target"));
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace_root().join("target"));
     target.join("bench-models")
 }
 
@@ -92,9 +93,11 @@ fn generate(generator: &Path, hosts: u32, flavor: Flavor, dir: &Path) {
     fs::create_dir_all(parent).unwrap_or_else(|e| panic!("cannot create {}: {e}", parent.display()));
     // Generate next to the final place and rename, so that an interrupted run or a second
     // bench generating the same model never leaves a half-written main.cf behind.
-    let staging = parent.join(format!(".staging-{}-{}", std::process::id(), dir.file_name().unwrap().to_string_lossy()));
+    let staging =
+        parent.join(format!(".staging-{}-{}", std::process::id(), dir.file_name().unwrap().to_string_lossy()));
     let _ = fs::remove_dir_all(&staging);
-    let command = format!("python3 {} --hosts {hosts} --flavor {} {}", generator.display(), flavor.as_str(), dir.display());
+    let command =
+        format!("python3 {} --hosts {hosts} --flavor {} {}", generator.display(), flavor.as_str(), dir.display());
     eprintln!("generating the benchmark model: {command}");
     let output = Command::new("python3")
         .arg(generator)

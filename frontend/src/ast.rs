@@ -396,25 +396,57 @@ pub enum ExprKind<'a> {
     /// `x`, `mod::x`
     Name(NsRef<'a>),
     /// `a.b`
-    Attr { base: &'a Expr<'a>, attr: Ident },
+    Attr {
+        base: &'a Expr<'a>,
+        attr: Ident,
+    },
     /// `d[k]`
-    Subscript { base: &'a Expr<'a>, key: &'a Expr<'a> },
+    Subscript {
+        base: &'a Expr<'a>,
+        key: &'a Expr<'a>,
+    },
     /// `f(args)`: a plugin call or a primitive type cast.
-    Call { func: NsRef<'a>, args: &'a [Arg<'a>] },
+    Call {
+        func: NsRef<'a>,
+        args: &'a [Arg<'a>],
+    },
     /// `T(k=v, **d)`
-    Construct { class: ClassRef<'a>, args: &'a [KwArg<'a>] },
+    Construct {
+        class: ClassRef<'a>,
+        args: &'a [KwArg<'a>],
+    },
     /// `T[k=v]`
-    IndexLookup { class: ClassRef<'a>, args: &'a [KwArg<'a>] },
+    IndexLookup {
+        class: ClassRef<'a>,
+        args: &'a [KwArg<'a>],
+    },
     /// `x.rel[k=v]`
-    SelectorLookup { base: &'a Expr<'a>, relation: Ident, args: &'a [KwArg<'a>] },
+    SelectorLookup {
+        base: &'a Expr<'a>,
+        relation: Ident,
+        args: &'a [KwArg<'a>],
+    },
     List(&'a [Expr<'a>]),
     /// `[element for v in it ... if g ...]`: the first `for` is the outermost.
-    ListComp { element: &'a Expr<'a>, fors: &'a [CompFor<'a>], guards: &'a [Expr<'a>] },
+    ListComp {
+        element: &'a Expr<'a>,
+        fors: &'a [CompFor<'a>],
+        guards: &'a [Expr<'a>],
+    },
     Dict(&'a [DictEntry<'a>]),
     Not(&'a Expr<'a>),
-    Binary { op: BinOp, op_span: Span, lhs: &'a Expr<'a>, rhs: &'a Expr<'a> },
+    Binary {
+        op: BinOp,
+        op_span: Span,
+        lhs: &'a Expr<'a>,
+        rhs: &'a Expr<'a>,
+    },
     /// `c ? a : b`
-    Conditional { cond: &'a Expr<'a>, then: &'a Expr<'a>, otherwise: &'a Expr<'a> },
+    Conditional {
+        cond: &'a Expr<'a>,
+        then: &'a Expr<'a>,
+        otherwise: &'a Expr<'a>,
+    },
     /// `x is defined`, `a.b is defined`, `d[k] is defined`.
     IsDefined(&'a Expr<'a>),
 }

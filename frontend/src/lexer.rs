@@ -350,10 +350,10 @@ impl<'s> Lexer<'s> {
             _ => {}
         }
         // FLOAT before INT, both before MINUS.
-        if b.is_ascii_digit() || b == b'-' || b == b'.' {
-            if let Some(kind) = self.try_number() {
-                return Some(kind);
-            }
+        if (b.is_ascii_digit() || b == b'-' || b == b'.')
+            && let Some(kind) = self.try_number()
+        {
+            return Some(kind);
         }
         match b {
             b'"' | b'\'' => {
@@ -361,7 +361,7 @@ impl<'s> Lexer<'s> {
                     self.pos = end;
                     return Some(String);
                 }
-                return Some(self.unterminated_string(self.pos, String));
+                Some(self.unterminated_string(self.pos, String))
             }
             b'+' => Some(self.advance(1, Plus)),
             b'-' => Some(self.advance(1, Minus)),

@@ -218,7 +218,10 @@ impl<'a, 'i> Parser<'a, 'i> {
             .with_note(format!("`{word}` is a reserved keyword and cannot be used as an identifier"))
         } else if self.prev.kind.is_keyword()
             && (!matches!(self.prev.kind, TokenKind::True | TokenKind::False | TokenKind::Null | TokenKind::Defined)
-                || matches!(tok.kind, TokenKind::Assign | TokenKind::PlusEq | TokenKind::Sep | TokenKind::Dot | TokenKind::Rel))
+                || matches!(
+                    tok.kind,
+                    TokenKind::Assign | TokenKind::PlusEq | TokenKind::Sep | TokenKind::Dot | TokenKind::Rel
+                ))
             && self.prev.span.end > 0
         {
             // The reference reports an error that directly follows a keyword at that keyword
@@ -403,7 +406,8 @@ impl<'a, 'i> Parser<'a, 'i> {
                         | TokenKind::Index
                         | TokenKind::Import
                 );
-                let unindented = t.span.start == 0 || matches!(self.src.as_bytes()[t.span.start as usize - 1], b'\n' | b'\r');
+                let unindented =
+                    t.span.start == 0 || matches!(self.src.as_bytes()[t.span.start as usize - 1], b'\n' | b'\r');
                 let closer = matches!(t.kind, TokenKind::End | TokenKind::Else | TokenKind::Elif);
                 if definition || (unindented && !closer) {
                     return;
@@ -480,7 +484,9 @@ impl<'a, 'i> Parser<'a, 'i> {
                     ErrorKind::CompilerException,
                     codes::HYPHEN_IN_NAME,
                     part.span,
-                    format!("{name} is not a valid module name: hyphens are not allowed, please use underscores instead."),
+                    format!(
+                        "{name} is not a valid module name: hyphens are not allowed, please use underscores instead."
+                    ),
                     "module names cannot contain `-`",
                 ));
             }
@@ -629,7 +635,8 @@ impl<'a, 'i> Parser<'a, 'i> {
                 let t = self.tok;
                 // The reference's error rule for a capitalised name only applies when what
                 // follows could follow an attribute; otherwise the next token is the error.
-                if !matches!(self.peek(1).kind, TokenKind::End | TokenKind::Ident | TokenKind::Dict | TokenKind::Assign) {
+                if !matches!(self.peek(1).kind, TokenKind::End | TokenKind::Ident | TokenKind::Dict | TokenKind::Assign)
+                {
                     self.bump();
                     return Err(self.unexpected("`end` or another attribute"));
                 }
@@ -1308,7 +1315,9 @@ impl<'a, 'i> Parser<'a, 'i> {
                     let ExprKind::Attr { base, attr } = expr.kind else { unreachable!("checked is_attr") };
                     self.bump();
                     let args = self.parse_kwargs(TokenKind::RBracket)?;
-                    return Ok(self.alloc(ExprKind::SelectorLookup { base, relation: attr, args }, self.span_from(start)));
+                    return Ok(
+                        self.alloc(ExprKind::SelectorLookup { base, relation: attr, args }, self.span_from(start))
+                    );
                 }
                 while self.at(TokenKind::LBracket) {
                     self.bump();
@@ -1580,9 +1589,13 @@ impl<'a, 'i> Parser<'a, 'i> {
         match strings::decode_unicode_escape(raw) {
             Ok(decoded) => {
                 if decoded.invalid_escape {
-                    let d = Diagnostic::warning(ErrorKind::ParserWarning, codes::W_INVALID_ESCAPE, "Invalid escape sequence in string.")
-                        .at(self.loc(span), "unknown escapes are kept as written")
-                        .with_help("write `\\\\` for a literal backslash, or use a raw string `r\"...\"`");
+                    let d = Diagnostic::warning(
+                        ErrorKind::ParserWarning,
+                        codes::W_INVALID_ESCAPE,
+                        "Invalid escape sequence in string.",
+                    )
+                    .at(self.loc(span), "unknown escapes are kept as written")
+                    .with_help("write `\\\\` for a literal backslash, or use a raw string `r\"...\"`");
                     self.report(d);
                 }
                 if decoded.lone_surrogate {
@@ -1602,8 +1615,12 @@ impl<'a, 'i> Parser<'a, 'i> {
             Err(e) => {
                 let at = Span::new(span.start, span.end);
                 self.report(
-                    Diagnostic::error(ErrorKind::ParserException, codes::INVALID_ESCAPE, format!("Syntax error: {}", e.message))
-                        .at(self.loc(at), "invalid escape sequence in this string"),
+                    Diagnostic::error(
+                        ErrorKind::ParserException,
+                        codes::INVALID_ESCAPE,
+                        format!("Syntax error: {}", e.message),
+                    )
+                    .at(self.loc(at), "invalid escape sequence in this string"),
                 );
                 raw
             }

@@ -152,8 +152,17 @@ pub fn load_project<'a>(arena: &'a Bump, dir: &Path, options: &LoadOptions) -> (
     loader.config = loader.read_config();
     let namespaces = loader.load_all();
     let Loader { sources, interner, diagnostics, modules, plugins, dataclasses, python_modules, config, .. } = loader;
-    let program =
-        Program { dir: dir.to_path_buf(), config, sources, interner, namespaces, modules, plugins, dataclasses, python_modules };
+    let program = Program {
+        dir: dir.to_path_buf(),
+        config,
+        sources,
+        interner,
+        namespaces,
+        modules,
+        plugins,
+        dataclasses,
+        python_modules,
+    };
     (program, diagnostics)
 }
 
@@ -162,11 +171,8 @@ fn site_packages_dirs(env: &Path) -> Vec<PathBuf> {
     let mut dirs = Vec::new();
     for lib in ["lib", "lib64"] {
         if let Ok(entries) = std::fs::read_dir(env.join(lib)) {
-            let mut found: Vec<PathBuf> = entries
-                .filter_map(Result::ok)
-                .map(|e| e.path().join("site-packages"))
-                .filter(|p| p.is_dir())
-                .collect();
+            let mut found: Vec<PathBuf> =
+                entries.filter_map(Result::ok).map(|e| e.path().join("site-packages")).filter(|p| p.is_dir()).collect();
             found.sort();
             dirs.extend(found);
         }
@@ -252,8 +258,12 @@ impl<'a> Loader<'a> {
             Err(e) => {
                 let offset = e.location().map(|l| l.index() as u32).unwrap_or(0);
                 self.diagnostics.push(
-                    Diagnostic::error(ErrorKind::CompilerException, codes::PROJECT_INVALID, format!("invalid project.yml: {e}"))
-                        .at(Location::new(file, Span::new(offset, offset)), "not valid YAML"),
+                    Diagnostic::error(
+                        ErrorKind::CompilerException,
+                        codes::PROJECT_INVALID,
+                        format!("invalid project.yml: {e}"),
+                    )
+                    .at(Location::new(file, Span::new(offset, offset)), "not valid YAML"),
                 );
                 return config;
             }
@@ -269,7 +279,10 @@ impl<'a> Loader<'a> {
                 items.iter().filter_map(|i| i.as_str()).map(|s| self.dir.join(s)).collect()
             }
             Some(_) => {
-                self.project_error("project.yml: `modulepath` must be a string or a list of strings".into(), Some(file));
+                self.project_error(
+                    "project.yml: `modulepath` must be a string or a list of strings".into(),
+                    Some(file),
+                );
                 Vec::new()
             }
         };
@@ -315,8 +328,12 @@ impl<'a> Loader<'a> {
                 format!("{} is not a directory", self.dir.display())
             };
             self.diagnostics.push(
-                Diagnostic::error(ErrorKind::CompilerException, codes::PROJECT_INVALID, format!("not an Inmanta project: {what}"))
-                    .with_help("a project is a directory with a main.cf file and, usually, a project.yml"),
+                Diagnostic::error(
+                    ErrorKind::CompilerException,
+                    codes::PROJECT_INVALID,
+                    format!("not an Inmanta project: {what}"),
+                )
+                .with_help("a project is a directory with a main.cf file and, usually, a project.yml"),
             );
             return Vec::new();
         };
@@ -373,7 +390,8 @@ impl<'a> Loader<'a> {
         }
         for item in tree.items {
             if let ast::Item::Import(import) = item {
-                let name = import.path.parts.iter().map(|p| self.interner.resolve(p.name)).collect::<Vec<_>>().join("::");
+                let name =
+                    import.path.parts.iter().map(|p| self.interner.resolve(p.name)).collect::<Vec<_>>().join("::");
                 imports.push(PendingImport { name, at: Some(Location::new(file, import.span)) });
             }
         }
@@ -381,7 +399,8 @@ impl<'a> Loader<'a> {
     }
 
     fn module_not_found(&mut self, import: &PendingImport, module_name: &str) {
-        let mut searched: Vec<String> = self.site_packages.iter().map(|p| format!("{} (v2 modules)", p.display())).collect();
+        let mut searched: Vec<String> =
+            self.site_packages.iter().map(|p| format!("{} (v2 modules)", p.display())).collect();
         searched.extend(self.config.modulepath.iter().map(|p| format!("{} (v1 modules)", p.display())));
         let mut d = Diagnostic::error(
             ErrorKind::ModuleLoadingException,
@@ -412,7 +431,8 @@ impl<'a> Loader<'a> {
             d = d.at(at, format!("module `{module_name}` has no namespace `{sub}`"));
         }
         let rel = sub.split("::").skip(1).collect::<Vec<_>>().join("/");
-        self.diagnostics.push(d.with_note(format!("expected model/{rel}.cf or model/{rel}/_init.cf in module `{module_name}`")));
+        self.diagnostics
+            .push(d.with_note(format!("expected model/{rel}.cf or model/{rel}/_init.cf in module `{module_name}`")));
     }
 
     /// Finds a module by name, registering it on first use. `None` when it cannot be found (the
@@ -432,7 +452,12 @@ impl<'a> Loader<'a> {
 
     fn locate_module(&mut self, name: &str) -> Option<Module> {
         if name == "std" {
-            return Some(Module { name: "std".into(), version: Some("8.7.5".into()), origin: ModuleOrigin::Embedded, has_plugin_package: true });
+            return Some(Module {
+                name: "std".into(),
+                version: Some("8.7.5".into()),
+                origin: ModuleOrigin::Embedded,
+                has_plugin_package: true,
+            });
         }
         for site in self.site_packages.clone() {
             for base in std::iter::once(site.clone()).chain(editable_roots(&site)) {
@@ -440,7 +465,12 @@ impl<'a> Loader<'a> {
                 if package_dir.join("model").join("_init.cf").is_file() {
                     let version = v2_version(&site, name);
                     let has_plugin_package = package_dir.join("__init__.py").is_file();
-                    return Some(Module { name: name.into(), version, origin: ModuleOrigin::V2 { package_dir }, has_plugin_package });
+                    return Some(Module {
+                        name: name.into(),
+                        version,
+                        origin: ModuleOrigin::V2 { package_dir },
+                        has_plugin_package,
+                    });
                 }
             }
         }
@@ -457,7 +487,12 @@ impl<'a> Loader<'a> {
                         _ => None,
                     });
                 let has_plugin_package = module_dir.join("plugins").join("__init__.py").is_file();
-                return Some(Module { name: name.into(), version, origin: ModuleOrigin::V1 { dir: module_dir }, has_plugin_package });
+                return Some(Module {
+                    name: name.into(),
+                    version,
+                    origin: ModuleOrigin::V1 { dir: module_dir },
+                    has_plugin_package,
+                });
             }
         }
         None
@@ -510,7 +545,10 @@ impl<'a> Loader<'a> {
                         Diagnostic::warning(
                             ErrorKind::CompilerRuntimeWarning,
                             codes::PLUGIN_SOURCE,
-                            format!("could not read a plugin declaration in {label} line {}: {}", problem.line, problem.message),
+                            format!(
+                                "could not read a plugin declaration in {label} line {}: {}",
+                                problem.line, problem.message
+                            ),
                         )
                         .with_note("weft reads plugin signatures from Python sources without running them"),
                     );

@@ -1004,7 +1004,9 @@ impl<'s> Extractor<'s> {
                         None => return,
                     }
                 }
-                DecoratorRole::Deprecated => deprecated = Some(Deprecation { replaced_by: self.deprecation(decorator) }),
+                DecoratorRole::Deprecated => {
+                    deprecated = Some(Deprecation { replaced_by: self.deprecation(decorator) })
+                }
                 DecoratorRole::Dataclass | DecoratorRole::Other => {}
             }
         }
@@ -1348,7 +1350,9 @@ mod tests {
                 line += " [emits_statements]";
             }
             match &plugin.deprecated {
-                Some(Deprecation { replaced_by: Some(replacement) }) => line += &format!(" [deprecated: {replacement}]"),
+                Some(Deprecation { replaced_by: Some(replacement) }) => {
+                    line += &format!(" [deprecated: {replacement}]")
+                }
                 Some(Deprecation { replaced_by: None }) => line += " [deprecated]",
                 None => {}
             }

@@ -168,7 +168,9 @@ fn match_interpolation_at(text: &str, start: usize) -> Option<InterpolationMatch
     let name_start = skip_space(start + 2);
     let bytes = text.as_bytes();
     let mut name_end = name_start;
-    while name_end < bytes.len() && (bytes[name_end].is_ascii_alphanumeric() || matches!(bytes[name_end], b'.' | b'_' | b'-')) {
+    while name_end < bytes.len()
+        && (bytes[name_end].is_ascii_alphanumeric() || matches!(bytes[name_end], b'.' | b'_' | b'-'))
+    {
         name_end += 1;
     }
     if name_end == name_start {
@@ -343,7 +345,10 @@ mod tests {
         assert_eq!(names, vec!["x", "y.z", "w"]);
     }
 
-    fn fields(s: &str) -> Result<Vec<(String, Option<String>, Option<char>, String)>, String> {
+    /// A chunk as (literal, field name, conversion, spec).
+    type Chunk = (String, Option<String>, Option<char>, String);
+
+    fn fields(s: &str) -> Result<Vec<Chunk>, String> {
         parse_format_string(s).map(|chunks| {
             chunks
                 .into_iter()

@@ -186,11 +186,25 @@ pub struct Diagnostic {
 
 impl Diagnostic {
     pub fn error(kind: ErrorKind, code: Code, message: impl Into<String>) -> Self {
-        Diagnostic { severity: Severity::Error, code, kind, message: message.into(), labels: Vec::new(), notes: Vec::new() }
+        Diagnostic {
+            severity: Severity::Error,
+            code,
+            kind,
+            message: message.into(),
+            labels: Vec::new(),
+            notes: Vec::new(),
+        }
     }
 
     pub fn warning(kind: ErrorKind, code: Code, message: impl Into<String>) -> Self {
-        Diagnostic { severity: Severity::Warning, code, kind, message: message.into(), labels: Vec::new(), notes: Vec::new() }
+        Diagnostic {
+            severity: Severity::Warning,
+            code,
+            kind,
+            message: message.into(),
+            labels: Vec::new(),
+            notes: Vec::new(),
+        }
     }
 
     /// Adds the primary label: where the problem is.
@@ -311,6 +325,9 @@ mod tests {
         assert!(ErrorKind::DataClassMismatchException.is_a(ErrorKind::TypingException));
         assert!(ErrorKind::AttributeException.is_a(ErrorKind::RuntimeException));
         assert!(!ErrorKind::ParserException.is_a(ErrorKind::RuntimeException));
-        assert_eq!(ErrorKind::IndexAttributeMissingInConstructorException.as_str(), "IndexAttributeMissingInConstructorException");
+        assert_eq!(
+            ErrorKind::IndexAttributeMissingInConstructorException.as_str(),
+            "IndexAttributeMissingInConstructorException"
+        );
     }
 }

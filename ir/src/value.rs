@@ -122,7 +122,9 @@ impl Value {
                 _ => false,
             }),
             Value::List(l) => Ok(l.iter().any(|x| x.py_eq(item))),
-            other => Err(ValueError::Typing(format!("Operand two of 'in' can only be a list or dict ({})", other.py_str()))),
+            other => {
+                Err(ValueError::Typing(format!("Operand two of 'in' can only be a list or dict ({})", other.py_str())))
+            }
         }
     }
 
@@ -350,7 +352,8 @@ fn float_arith(op: ArithOp, x: f64, y: f64, a: &Value, b: &Value) -> Result<Valu
         ArithOp::Mul => x * y,
         ArithOp::Div => {
             if y == 0.0 {
-                let what = if a.is_integral() && b.is_integral() { "division by zero" } else { "float division by zero" };
+                let what =
+                    if a.is_integral() && b.is_integral() { "division by zero" } else { "float division by zero" };
                 return Err(ValueError::ZeroDivision(what.into()));
             }
             x / y

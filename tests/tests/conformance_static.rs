@@ -153,10 +153,12 @@ fn every_case_parses_as_the_reference_parses() {
     for case in cases() {
         let name = case_name(&case);
         let expect: Expect =
-            serde_json::from_str(&std::fs::read_to_string(case.join("expect.json")).expect("expect.json")).expect("valid json");
-        let parser_error = expect.error.as_ref().filter(|e| {
-            ErrorKind::ALL.iter().any(|k| k.as_str() == e.kind && k.is_a(ErrorKind::ParserException))
-        });
+            serde_json::from_str(&std::fs::read_to_string(case.join("expect.json")).expect("expect.json"))
+                .expect("valid json");
+        let parser_error = expect
+            .error
+            .as_ref()
+            .filter(|e| ErrorKind::ALL.iter().any(|k| k.as_str() == e.kind && k.is_a(ErrorKind::ParserException)));
         // Parse every .cf file of the case: main.cf and the modules in libs/.
         let mut files = vec![case.join("main.cf")];
         collect_cf(&case.join("libs"), &mut files);
@@ -176,13 +178,17 @@ fn every_case_parses_as_the_reference_parses() {
         }
         // Some errors the reference raises while parsing have other kinds (a duplicate dict
         // key, a hyphen in a name): a parse-time error is right when it is the recorded one.
-        let recorded_at_parse = first_error.as_ref().and_then(|(_, kind, _)| expect.error.as_ref().filter(|e| e.kind == *kind));
+        let recorded_at_parse =
+            first_error.as_ref().and_then(|(_, kind, _)| expect.error.as_ref().filter(|e| e.kind == *kind));
         match (parser_error.or(recorded_at_parse), first_error) {
             (None, None) => {}
             (Some(e), Some((file, kind, line))) => {
                 let same_file = e.file.as_deref().is_none_or(|f| f == file);
                 if kind != e.kind || e.line.is_some_and(|l| l != line) || !same_file {
-                    failures.push(format!("{name}: expected {} at {:?}:{:?}, got {kind} at {file}:{line}", e.kind, e.file, e.line));
+                    failures.push(format!(
+                        "{name}: expected {} at {:?}:{:?}, got {kind} at {file}:{line}",
+                        e.kind, e.file, e.line
+                    ));
                 }
             }
             (Some(e), None) => failures.push(format!("{name}: expected a {} but the case parsed", e.kind)),

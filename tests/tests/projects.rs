@@ -19,7 +19,8 @@ fn describe(case: &Path) -> String {
     let (program, diagnostics) = load_project(&arena, &case.join("project"), &options);
     // Paths outside the project are shown relative to the case, so snapshots do not depend
     // on where the repository is checked out.
-    let relative = |p: &Path| p.strip_prefix(case).map(|r| r.display().to_string()).unwrap_or_else(|_| p.display().to_string());
+    let relative =
+        |p: &Path| p.strip_prefix(case).map(|r| r.display().to_string()).unwrap_or_else(|_| p.display().to_string());
     let mut out = String::new();
     writeln!(out, "project: {} (project.yml: {})", program.config.name, program.config.has_project_file).unwrap();
     for m in &program.modules {
@@ -44,7 +45,15 @@ fn describe(case: &Path) -> String {
             let lc = program.sources.line_col(l);
             format!("{}:{}", program.sources.get(l.file).name, lc.line)
         });
-        writeln!(out, "{:?} {} at {}: {}", d.severity, d.kind, at.unwrap_or_else(|| "-".into()), d.message.replace(&case.display().to_string(), "<case>")).unwrap();
+        writeln!(
+            out,
+            "{:?} {} at {}: {}",
+            d.severity,
+            d.kind,
+            at.unwrap_or_else(|| "-".into()),
+            d.message.replace(&case.display().to_string(), "<case>")
+        )
+        .unwrap();
     }
     out
 }

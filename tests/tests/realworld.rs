@@ -122,7 +122,8 @@ fn every_realworld_module_parses_without_errors() {
         .collect();
     let found = walk_cf_files(&cache);
     assert_eq!(
-        listed, found,
+        listed,
+        found,
         "cf_files.txt and the unpacked modules disagree; delete {} and run the test again",
         cache.display()
     );

@@ -67,7 +67,7 @@ pub(crate) fn python_re_match(pattern: &str, text: &str) -> Option<bool> {
 impl<'p, 'a> Checker<'p, 'a> {
     /// The reference's `as_constant()`: literals, and lists and dicts of constants (nested
     /// lists are flattened, as list literals always are).
-    pub(crate) fn constant_value(&mut self, ns: NsId, expr: &'a ast::Expr<'a>) -> Result<Value, String> {
+    pub(crate) fn constant_value(&mut self, expr: &'a ast::Expr<'a>) -> Result<Value, String> {
         Ok(match &expr.kind {
             ExprKind::Int(i) => Value::Int(*i),
             ExprKind::BigInt(text) => match text.parse::<BigInt>() {
@@ -85,7 +85,7 @@ impl<'p, 'a> Checker<'p, 'a> {
             ExprKind::List(items) => {
                 let mut out = Vec::with_capacity(items.len());
                 for item in *items {
-                    match self.constant_value(ns, item)? {
+                    match self.constant_value(item)? {
                         Value::List(inner) => out.extend(inner.iter().cloned()),
                         v => out.push(v),
                     }
@@ -95,7 +95,7 @@ impl<'p, 'a> Checker<'p, 'a> {
             ExprKind::Dict(entries) => {
                 let mut out = Vec::with_capacity(entries.len());
                 for entry in *entries {
-                    out.push((Arc::from(entry.key), self.constant_value(ns, entry.value)?));
+                    out.push((Arc::from(entry.key), self.constant_value(entry.value)?));
                 }
                 Value::Dict(Arc::from(out))
             }
@@ -145,12 +145,16 @@ impl<'p, 'a> Checker<'p, 'a> {
                     other => return other,
                 }
                 let typedef = &self.model.typedefs[t.index()];
-                let (ns, constraint, name) = (typedef.ns, typedef.constraint, typedef.name);
-                match self.eval(ns, constraint, value, name) {
+                let (constraint, name) = (typedef.constraint, typedef.name);
+                match self.eval(constraint, value, name) {
                     Ok(result) if result.truthy() => Validation::Valid,
                     Ok(_) => Validation::Invalid(
                         ErrorKind::RuntimeException,
-                        format!("Invalid value {}, does not match constraint `{}`", value.repr_with_null("null"), self.pretty(constraint)),
+                        format!(
+                            "Invalid value {}, does not match constraint `{}`",
+                            value.repr_with_null("null"),
+                            self.pretty(constraint)
+                        ),
                     ),
                     Err(Stop::Deferred) => Validation::Deferred,
                     Err(Stop::Error(kind, message)) => Validation::Invalid(kind, message),
@@ -161,11 +165,13 @@ impl<'p, 'a> Checker<'p, 'a> {
 
     /// Evaluates a typedef constraint with `self` (and the typedef's own name) bound to
     /// `value`.
-    fn eval(&mut self, ns: NsId, expr: &'a ast::Expr<'a>, value: &Value, typedef_name: Symbol) -> Result<Value, Stop> {
+    fn eval(&mut self, expr: &'a ast::Expr<'a>, value: &Value, typedef_name: Symbol) -> Result<Value, Stop> {
         let self_sym = self.known.self_;
-        let eval = |this: &mut Self, e: &'a ast::Expr<'a>| this.eval(ns, e, value, typedef_name);
+        let eval = |this: &mut Self, e: &'a ast::Expr<'a>| this.eval(e, value, typedef_name);
         Ok(match &expr.kind {
-            ExprKind::Name(path) if path.is_simple() && (path.last().name == self_sym || path.last().name == typedef_name) => {
+            ExprKind::Name(path)
+                if path.is_simple() && (path.last().name == self_sym || path.last().name == typedef_name) =>
+            {
                 value.clone()
             }
             ExprKind::Name(path) => {
@@ -187,9 +193,12 @@ impl<'p, 'a> Checker<'p, 'a> {
                     ));
                 }
             },
-            ExprKind::Int(_) | ExprKind::BigInt(_) | ExprKind::Float(_) | ExprKind::Bool(_) | ExprKind::Null | ExprKind::RawStr(_) => {
-                self.constant_value(ns, expr).map_err(|_| Stop::Deferred)?
-            }
+            ExprKind::Int(_)
+            | ExprKind::BigInt(_)
+            | ExprKind::Float(_)
+            | ExprKind::Bool(_)
+            | ExprKind::Null
+            | ExprKind::RawStr(_) => self.constant_value(expr).map_err(|_| Stop::Deferred)?,
             ExprKind::Str(lit) if lit.interpolations.is_empty() => Value::str(lit.value),
             ExprKind::List(items) => {
                 let mut out = Vec::new();
@@ -237,7 +246,10 @@ impl<'p, 'a> Checker<'p, 'a> {
                                 let which = if *op == BinOp::And { "and" } else { "or" };
                                 return Err(Stop::Error(
                                     ErrorKind::RuntimeException,
-                                    format!("Invalid right hand value `{}`: `{which}` expects a boolean", shown(&other)),
+                                    format!(
+                                        "Invalid right hand value `{}`: `{which}` expects a boolean",
+                                        shown(&other)
+                                    ),
                                 ));
                             }
                         }
@@ -311,8 +323,12 @@ impl<'p, 'a> Checker<'p, 'a> {
             }
             ExprKind::Construct { class, .. } => format!("Construct({})", self.path_text(&class_parts(class))),
             ExprKind::IndexLookup { class, .. } => format!("{}[...]", self.path_text(&class_parts(class))),
-            ExprKind::SelectorLookup { base, relation, .. } => format!("{}.{}[...]", self.pretty(base), self.sym(relation.name)),
-            ExprKind::List(items) => format!("[{}]", items.iter().map(|i| self.pretty(i)).collect::<Vec<_>>().join(", ")),
+            ExprKind::SelectorLookup { base, relation, .. } => {
+                format!("{}.{}[...]", self.pretty(base), self.sym(relation.name))
+            }
+            ExprKind::List(items) => {
+                format!("[{}]", items.iter().map(|i| self.pretty(i)).collect::<Vec<_>>().join(", "))
+            }
             ExprKind::ListComp { element, .. } => format!("[{} for ...]", self.pretty(element)),
             ExprKind::Dict(entries) => format!(
                 "{{{}}}",
@@ -323,7 +339,9 @@ impl<'p, 'a> Checker<'p, 'a> {
                     .join(", ")
             ),
             ExprKind::Not(e) => format!("not {}", self.pretty(e)),
-            ExprKind::Binary { op, lhs, rhs, .. } => format!("({} {} {})", self.pretty(lhs), op.symbol(), self.pretty(rhs)),
+            ExprKind::Binary { op, lhs, rhs, .. } => {
+                format!("({} {} {})", self.pretty(lhs), op.symbol(), self.pretty(rhs))
+            }
             ExprKind::Conditional { cond, then, otherwise } => {
                 format!("{} ? {} : {}", self.pretty(cond), self.pretty(then), self.pretty(otherwise))
             }
@@ -374,5 +392,9 @@ pub(crate) fn validate_primitive(value: &Value, p: Primitive) -> Result<(), (Err
             true
         }
     };
-    if ok { Ok(()) } else { Err((ErrorKind::RuntimeException, format!("Invalid value '{}', expected {}", shown(value), p.name()))) }
+    if ok {
+        Ok(())
+    } else {
+        Err((ErrorKind::RuntimeException, format!("Invalid value '{}', expected {}", shown(value), p.name())))
+    }
 }

@@ -177,7 +177,9 @@ impl<'p, 'a> Checker<'p, 'a> {
             (rest, true)
         } else if let Some(rest) = annotation.strip_prefix("None|") {
             (rest, true)
-        } else if let Some(rest) = annotation.strip_prefix("Optional[").or_else(|| annotation.strip_prefix("typing.Optional[")) {
+        } else if let Some(rest) =
+            annotation.strip_prefix("Optional[").or_else(|| annotation.strip_prefix("typing.Optional["))
+        {
             (rest.strip_suffix(']').unwrap_or(rest), true)
         } else {
             (annotation, false)

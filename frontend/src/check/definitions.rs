@@ -55,7 +55,13 @@ impl<'p, 'a> Checker<'p, 'a> {
             Err(d) => return self.push(d),
         };
         let relation = RelationId(self.model.relations.len() as u32);
-        self.model.relations.push(Relation { ns, location, annotations: def.annotations, left_attr: None, right_attr: None });
+        self.model.relations.push(Relation {
+            ns,
+            location,
+            annotations: def.annotations,
+            left_attr: None,
+            right_attr: None,
+        });
         // The far end (`B.a`) is created first, then `A.b`, as in the reference; this order is
         // the order of the attribute slots.
         let mut right_attr = None;
@@ -100,7 +106,13 @@ impl<'p, 'a> Checker<'p, 'a> {
         target: EntityId,
         relation: RelationId,
     ) -> Option<AttrId> {
-        let existing = self.model.entity(owner).attributes.iter().copied().find(|&a| self.model.attribute(a).name == end.name.name);
+        let existing = self
+            .model
+            .entity(owner)
+            .attributes
+            .iter()
+            .copied()
+            .find(|&a| self.model.attribute(a).name == end.name.name);
         if let Some(existing) = existing {
             let owner_name = self.sym(self.model.entity(owner).name).to_string();
             let existing_loc = self.model.attribute(existing).location;
@@ -142,7 +154,13 @@ impl<'p, 'a> Checker<'p, 'a> {
             name,
             entity,
             location,
-            kind: AttributeKind::Relation(RelationEnd { target: entity, lower: 0, upper: None, inverse: None, relation }),
+            kind: AttributeKind::Relation(RelationEnd {
+                target: entity,
+                lower: 0,
+                upper: None,
+                inverse: None,
+                relation,
+            }),
         };
         let requires = AttrId(self.model.attributes.len() as u32);
         self.model.attributes.push(make(self.known.requires, relation));
@@ -195,9 +213,9 @@ impl<'p, 'a> Checker<'p, 'a> {
                     AttributeKind::Relation(end) if end.is_optional() => Some(format!(
                         "Index can not contain optional relations, Relation ' {name}.{entity_name}' is optional"
                     )),
-                    _ if attribute.is_multi() => {
-                        Some(format!("Index can not contain list attributes, Attribute ' {name}.{entity_name}' is a list"))
-                    }
+                    _ if attribute.is_multi() => Some(format!(
+                        "Index can not contain list attributes, Attribute ' {name}.{entity_name}' is a list"
+                    )),
                     _ => None,
                 };
                 if let Some(message) = problem {
@@ -354,7 +372,7 @@ impl<'p, 'a> Checker<'p, 'a> {
             self.pending_defaults.iter().filter(|d| d.entity == entity).copied().collect();
         for pending in defaults {
             let attr_loc = self.model.attribute(pending.attr).location;
-            let value = match self.constant_value(pending.ns, pending.expr) {
+            let value = match self.constant_value(pending.expr) {
                 Ok(v) => v,
                 Err(message) => {
                     self.push(
@@ -394,7 +412,8 @@ impl<'p, 'a> Checker<'p, 'a> {
                 if let Some(parent_attr) = self.model.find_attribute(parent, name) {
                     let owner = self.model.attribute(parent_attr).entity;
                     let owner_name = self.sym(self.model.entity(owner).name).to_string();
-                    let (my_loc, parent_loc) = (self.model.attribute(attr).location, self.model.attribute(parent_attr).location);
+                    let (my_loc, parent_loc) =
+                        (self.model.attribute(attr).location, self.model.attribute(parent_attr).location);
                     self.push(
                         Diagnostic::error(
                             ErrorKind::DuplicateException,
@@ -414,7 +433,8 @@ impl<'p, 'a> Checker<'p, 'a> {
         }
         // Conditions of the `implement` statements that apply.
         for implement in Self::implements_of(&self.model, entity) {
-            let (ns, condition) = (self.model.implements[implement.index()].ns, self.model.implements[implement.index()].condition);
+            let (ns, condition) =
+                (self.model.implements[implement.index()].ns, self.model.implements[implement.index()].condition);
             if let Some(condition) = condition {
                 self.normalize_expr(ns, condition, Lhs::None, Scope::Instance(entity));
             }

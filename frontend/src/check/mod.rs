@@ -143,7 +143,14 @@ impl<'p, 'a> Checker<'p, 'a> {
         parts.iter().map(|p| self.sym(p.name)).collect::<Vec<_>>().join("::")
     }
 
-    pub(crate) fn error(&mut self, kind: ErrorKind, code: weft_ir::Code, message: impl Into<String>, at: Location, label: &str) {
+    pub(crate) fn error(
+        &mut self,
+        kind: ErrorKind,
+        code: weft_ir::Code,
+        message: impl Into<String>,
+        at: Location,
+        label: &str,
+    ) {
         self.diagnostics.push(Diagnostic::error(kind, code, message).at(at, label));
     }
 
@@ -299,8 +306,12 @@ impl<'p, 'a> Checker<'p, 'a> {
         let implicit = visible_name == ns_name || visible_name == "std";
         let explicit_before = self.model.namespace(ns).visible.contains_key(&visible_name) && !implicit;
         if explicit_before {
-            let d = Diagnostic::error(ErrorKind::DuplicateException, codes::DUPLICATE_IMPORT, "Two import statements have the same name")
-                .at(self.loc(ns, import.span), format!("`{visible_name}` is already imported in this file"));
+            let d = Diagnostic::error(
+                ErrorKind::DuplicateException,
+                codes::DUPLICATE_IMPORT,
+                "Two import statements have the same name",
+            )
+            .at(self.loc(ns, import.span), format!("`{visible_name}` is already imported in this file"));
             self.push(d);
             return;
         }
@@ -432,11 +443,15 @@ impl<'p, 'a> Checker<'p, 'a> {
         match t {
             TypeRef::Primitive(p) => format!("the primitive type {}", p.name()),
             TypeRef::Item(TypeItem::Entity(e)) => format!("the entity {}", self.entity_name(e)),
-            TypeRef::Item(TypeItem::Typedef(t)) => format!("the typedef {}", self.sym(self.model.typedefs[t.index()].name)),
+            TypeRef::Item(TypeItem::Typedef(t)) => {
+                format!("the typedef {}", self.sym(self.model.typedefs[t.index()].name))
+            }
             TypeRef::Item(TypeItem::Implementation(i)) => {
                 format!("the implementation {}", self.sym(self.model.implementations[i.index()].name))
             }
-            TypeRef::Item(TypeItem::Plugin(p)) => format!("the plugin {}", self.sym(self.model.plugins[p.index()].name)),
+            TypeRef::Item(TypeItem::Plugin(p)) => {
+                format!("the plugin {}", self.sym(self.model.plugins[p.index()].name))
+            }
         }
     }
 
@@ -446,13 +461,18 @@ impl<'p, 'a> Checker<'p, 'a> {
         for (ns, def, id) in self.typedef_defs.clone() {
             match self.lookup_type(ns, def.base.parts, def.base.span) {
                 Ok(TypeRef::Primitive(p)) => self.model.typedefs[id.index()].base = Some(BaseType::Primitive(p)),
-                Ok(TypeRef::Item(TypeItem::Typedef(t))) => self.model.typedefs[id.index()].base = Some(BaseType::Typedef(t)),
+                Ok(TypeRef::Item(TypeItem::Typedef(t))) => {
+                    self.model.typedefs[id.index()].base = Some(BaseType::Typedef(t))
+                }
                 Ok(other) => {
                     let what = self.describe_type_ref(other);
                     self.error(
                         ErrorKind::TypingException,
                         codes::TYPEDEF_BASE,
-                        format!("a typedef can only refine a primitive type or a typedef, {} is {what}", self.path_text(def.base.parts)),
+                        format!(
+                            "a typedef can only refine a primitive type or a typedef, {} is {what}",
+                            self.path_text(def.base.parts)
+                        ),
                         self.loc(ns, def.base.span),
                         "not a value type",
                     );
@@ -679,9 +699,13 @@ impl<'p, 'a> Checker<'p, 'a> {
                     let parent_loc = pa.location;
                     let my_loc = self.model.attribute(mine).location;
                     self.push(
-                        Diagnostic::error(ErrorKind::DuplicateException, codes::INCOMPATIBLE_ATTRIBUTE, "Incompatible attributes")
-                            .at(my_loc, "redefined here with another type")
-                            .with_label(parent_loc, "inherited from here"),
+                        Diagnostic::error(
+                            ErrorKind::DuplicateException,
+                            codes::INCOMPATIBLE_ATTRIBUTE,
+                            "Incompatible attributes",
+                        )
+                        .at(my_loc, "redefined here with another type")
+                        .with_label(parent_loc, "inherited from here"),
                     );
                     self.model.entities[id.index()].invalid = true;
                     return;

@@ -52,7 +52,8 @@ impl<'p, 'a> Checker<'p, 'a> {
     pub(super) fn normalize_stmt(&mut self, ns: NsId, stmt: &ast::Stmt<'a>, scope: Scope, _nested: bool) {
         match stmt {
             ast::Stmt::Assign(assign) => {
-                let lhs = if matches!(assign.target.kind, ast::ExprKind::Attr { .. }) { Lhs::Untyped } else { Lhs::None };
+                let lhs =
+                    if matches!(assign.target.kind, ast::ExprKind::Attr { .. }) { Lhs::Untyped } else { Lhs::None };
                 self.normalize_expr(ns, assign.value, lhs, scope);
             }
             ast::Stmt::For(f) => {
@@ -253,13 +254,19 @@ impl<'p, 'a> Checker<'p, 'a> {
                     _ => "attribute",
                 };
                 let name = self.sym(*attr);
-                message.push_str(&format!("\n\t* Missing {kind} '{name}'. The {kind} {entity_name}.{name} is part of an index."));
+                message.push_str(&format!(
+                    "\n\t* Missing {kind} '{name}'. The {kind} {entity_name}.{name} is part of an index."
+                ));
             }
             let missing_names: Vec<&str> = missing.iter().map(|a| self.sym(*a)).collect();
             self.push(
-                Diagnostic::error(ErrorKind::IndexAttributeMissingInConstructorException, codes::INDEX_ATTRIBUTE_MISSING, message)
-                    .at(at, format!("missing {}", missing_names.join(", ")))
-                    .with_note("attributes of an index identify the instance, so a constructor must set them"),
+                Diagnostic::error(
+                    ErrorKind::IndexAttributeMissingInConstructorException,
+                    codes::INDEX_ATTRIBUTE_MISSING,
+                    message,
+                )
+                .at(at, format!("missing {}", missing_names.join(", ")))
+                .with_note("attributes of an index identify the instance, so a constructor must set them"),
             );
             return;
         }
