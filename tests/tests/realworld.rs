@@ -160,3 +160,71 @@ fn every_realworld_module_parses_without_errors() {
     );
     eprintln!("parsed {} real-world .cf files ({lines} lines) without errors", found.len());
 }
+
+/// A project per module whose `main.cf` is `import <module>`, checked as `weft check` does
+/// with the downloaded modules presented as v2 modules of a Python environment: the static
+/// outcome must be the reference's (`realworld/static-expect.tsv`, recorded with
+/// `tools/static-oracle.py` on the same projects).
+#[test]
+fn importing_each_realworld_module_checks_as_the_reference_does() {
+    if std::env::var_os("WEFT_SKIP_NETWORK_TESTS").is_some_and(|v| v == "1") {
+        eprintln!("\n*** SKIPPED: real-world module checks, because WEFT_SKIP_NETWORK_TESTS=1.\n");
+        return;
+    }
+    let dir = realworld_dir();
+    let cache = ensure_cache(&dir);
+    // The cache mirrors an installed `inmanta_plugins/` package: link it into the
+    // site-packages of a minimal Python environment.
+    let venv = cache.join("venv");
+    let site = venv.join("lib").join("python3.12").join("site-packages");
+    fs::create_dir_all(&site).expect("create the environment");
+    let link = site.join("inmanta_plugins");
+    if fs::symlink_metadata(&link).is_err() {
+        std::os::unix::fs::symlink(fs::canonicalize(&cache).expect("cache path"), &link).expect("link the modules");
+    }
+    let parse_table = |text: String| -> Vec<(String, String)> {
+        text.lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .map(|l| {
+                let (name, rest) = l.split_once('\t').expect("a tab-separated line");
+                (name.to_string(), rest.to_string())
+            })
+            .collect()
+    };
+    let expected = parse_table(fs::read_to_string(dir.join("static-expect.tsv")).expect("static-expect.tsv"));
+    let known: Vec<(String, String)> =
+        parse_table(fs::read_to_string(dir.join("known-divergences.tsv")).expect("list"))
+            .into_iter()
+            .map(|(name, rest)| (name, rest.split('\t').next().unwrap_or("").to_string()))
+            .collect();
+    let mut failures = Vec::new();
+    for (module, want) in &expected {
+        let project = cache.join("projects").join(module);
+        fs::create_dir_all(&project).expect("create the project");
+        fs::write(project.join("main.cf"), format!("import {module}\n")).expect("write main.cf");
+        let options = weft_frontend::project::LoadOptions { python_env: Some(venv.clone()) };
+        let arena = Bump::new();
+        let (mut program, mut diagnostics) = weft_frontend::project::load_project(&arena, &project, &options);
+        if !diagnostics.iter().any(|d| d.is_error()) {
+            diagnostics.extend(weft_frontend::check::check(&mut program).diagnostics);
+        }
+        let got = match diagnostics.iter().find(|d| d.is_error()) {
+            None => "ok".to_string(),
+            Some(d) => {
+                let line =
+                    d.primary_location().map_or("-".to_string(), |l| program.sources.line_col(l).line.to_string());
+                format!("error\t{}\t{line}", d.kind)
+            }
+        };
+        let listed = known.iter().find(|(m, _)| m == module);
+        match listed {
+            Some((_, outcome)) if *outcome == got => {}
+            Some((_, outcome)) => {
+                failures.push(format!("{module}: listed as a known divergence ({outcome}) but weft now gives {got}"))
+            }
+            None if got != *want => failures.push(format!("{module}: weft {got}, reference {want}")),
+            None => {}
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
