@@ -1176,23 +1176,21 @@ impl<'a, 'i> Parser<'a, 'i> {
                     return Err(self.unexpected("an operator or a new statement"));
                 }
                 // The reference rejects a repeated attribute while building the constructor node.
-                let mut seen: Vec<weft_ir::Symbol> = Vec::new();
-                for arg in args {
-                    if let KwArg::Keyword(name, _) = arg {
-                        if seen.contains(&name.name) {
-                            let attr = self.interner.resolve(name.name).to_string();
-                            let class_name = self.text(class.span).to_string();
-                            let d = Diagnostic::error(
-                                ErrorKind::RuntimeException,
-                                codes::DUPLICATE_ARGUMENT,
-                                format!("The attribute {attr} in the constructor call of {class_name} is already set."),
-                            )
-                            .at(self.loc(name.span), "set again here")
-                            .with_label(self.loc(paren), "in this constructor call");
-                            self.report(d);
-                        }
-                        seen.push(name.name);
-                    }
+                let names = args.iter().filter_map(|a| match a {
+                    KwArg::Keyword(name, _) => Some(*name),
+                    KwArg::Splat(..) => None,
+                });
+                if let Some(name) = first_repeated(names) {
+                    let attr = self.interner.resolve(name.name).to_string();
+                    let class_name = self.text(class.span).to_string();
+                    let d = Diagnostic::error(
+                        ErrorKind::RuntimeException,
+                        codes::DUPLICATE_ARGUMENT,
+                        format!("The attribute {attr} in the constructor call of {class_name} is already set."),
+                    )
+                    .at(self.loc(name.span), "set again here")
+                    .with_label(self.loc(paren), "in this constructor call");
+                    self.report(d);
                 }
                 Ok(self.alloc(ExprKind::Construct { class, args }, self.span_from(class.span)))
             }
@@ -1240,22 +1238,20 @@ impl<'a, 'i> Parser<'a, 'i> {
                 if !self.can_follow_expression() {
                     return Err(self.unexpected("an operator or a new statement"));
                 }
-                let mut seen: Vec<weft_ir::Symbol> = Vec::new();
-                for arg in args {
-                    if let Arg::Keyword(name, _) = arg {
-                        if seen.contains(&name.name) {
-                            let arg_name = self.interner.resolve(name.name).to_string();
-                            let func = self.text(path.span).to_string();
-                            let d = Diagnostic::error(
-                                ErrorKind::RuntimeException,
-                                codes::DUPLICATE_ARGUMENT,
-                                format!("Keyword argument {arg_name} repeated in function call {func}()"),
-                            )
-                            .at(self.loc(name.span), "repeated here");
-                            self.report(d);
-                        }
-                        seen.push(name.name);
-                    }
+                let names = args.iter().filter_map(|a| match a {
+                    Arg::Keyword(name, _) => Some(*name),
+                    _ => None,
+                });
+                if let Some(name) = first_repeated(names) {
+                    let arg_name = self.interner.resolve(name.name).to_string();
+                    let func = self.text(path.span).to_string();
+                    let d = Diagnostic::error(
+                        ErrorKind::RuntimeException,
+                        codes::DUPLICATE_ARGUMENT,
+                        format!("Keyword argument {arg_name} repeated in function call {func}()"),
+                    )
+                    .at(self.loc(name.span), "repeated here");
+                    self.report(d);
                 }
                 return Ok(self.alloc(ExprKind::Call { func: path, args }, self.span_from(start)));
             }
@@ -1748,6 +1744,18 @@ impl<'a, 'i> Parser<'a, 'i> {
         }
         pattern
     }
+}
+
+/// The first name that occurs a second time.
+fn first_repeated(names: impl Iterator<Item = Ident>) -> Option<Ident> {
+    let mut seen: Vec<weft_ir::Symbol> = Vec::new();
+    for name in names {
+        if seen.contains(&name.name) {
+            return Some(name);
+        }
+        seen.push(name.name);
+    }
+    None
 }
 
 fn parse_float(digits: &str) -> f64 {

@@ -23,18 +23,7 @@ impl<'p, 'a> Checker<'p, 'a> {
                         let Some(&(_, _, id)) = self.impl_defs.iter().find(|(_, d, _)| std::ptr::eq(*d, *def)) else {
                             continue;
                         };
-                        match self.lookup_entity(ns, &def.entity) {
-                            Ok(e) => self.model.implementations[id.index()].entity = Some(e),
-                            Err(mut d) => {
-                                if d.kind == ErrorKind::TypingException {
-                                    d.message = format!(
-                                        "Implementation can only be define for an Entity, but {} is not an entity",
-                                        self.path_text(&class_parts(&def.entity))
-                                    );
-                                }
-                                self.push(d);
-                            }
-                        }
+                        self.model.implementations[id.index()].entity = self.implemented_entity(ns, &def.entity);
                     }
                     ast::Item::Relation(def) => self.define_relation(ns, def),
                     _ => {}
@@ -42,6 +31,24 @@ impl<'p, 'a> Checker<'p, 'a> {
             }
         }
         self.define_requires_relation();
+    }
+
+    /// The entity an `implementation ... for` or `implement` names, reporting what the
+    /// reference reports when it is not an entity.
+    fn implemented_entity(&mut self, ns: NsId, class: &ast::ClassRef<'a>) -> Option<EntityId> {
+        match self.lookup_entity(ns, class) {
+            Ok(e) => Some(e),
+            Err(mut d) => {
+                if d.kind == ErrorKind::TypingException {
+                    d.message = format!(
+                        "Implementation can only be define for an Entity, but {} is not an entity",
+                        self.path_text(&class_parts(class))
+                    );
+                }
+                self.push(d);
+                None
+            }
+        }
     }
 
     fn define_relation(&mut self, ns: NsId, def: &'a ast::RelationDef<'a>) {
@@ -254,19 +261,7 @@ impl<'p, 'a> Checker<'p, 'a> {
 
     pub(super) fn define_implements(&mut self) {
         for (ns, def) in self.implement_defs.clone() {
-            let entity = match self.lookup_entity(ns, &def.entity) {
-                Ok(e) => e,
-                Err(mut d) => {
-                    if d.kind == ErrorKind::TypingException {
-                        d.message = format!(
-                            "Implementation can only be define for an Entity, but {} is not an entity",
-                            self.path_text(&class_parts(&def.entity))
-                        );
-                    }
-                    self.push(d);
-                    continue;
-                }
-            };
+            let Some(entity) = self.implemented_entity(ns, &def.entity) else { continue };
             let mut implementations = Vec::new();
             let mut ok = true;
             for item in def.items {
