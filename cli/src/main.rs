@@ -58,10 +58,20 @@ struct CheckArgs {
     project: ProjectArgs,
 }
 
+/// The stack for the thread doing the work: passes over syntax trees recurse, and the parser
+/// bounds their depth, but a generous stack keeps a margin on any platform's defaults.
+const WORKER_STACK: usize = 256 * 1024 * 1024;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result = match cli.command {
-        Command::Check(args) => check(&args),
+    let worker =
+        std::thread::Builder::new().name("weft".into()).stack_size(WORKER_STACK).spawn(move || match cli.command {
+            Command::Check(args) => check(&args),
+        });
+    let result = match worker.map(|w| w.join()) {
+        Ok(Ok(result)) => result,
+        Ok(Err(panic)) => std::panic::resume_unwind(panic),
+        Err(e) => Err(anyhow::anyhow!("cannot start a worker thread: {e}")),
     };
     match result {
         Ok(code) => code,

@@ -466,6 +466,10 @@ impl<'a> Expr<'a> {
 impl<'a> Expr<'a> {
     /// Calls `visit` on this expression and every expression nested in it, parents first.
     pub fn walk(&'a self, visit: &mut dyn FnMut(&'a Expr<'a>)) {
+        crate::with_stack(|| self.walk_inner(visit))
+    }
+
+    fn walk_inner(&'a self, visit: &mut dyn FnMut(&'a Expr<'a>)) {
         visit(self);
         match &self.kind {
             ExprKind::Int(_)

@@ -241,6 +241,10 @@ impl Dumper<'_> {
     // ------------------------------------------------------------------ statements
 
     fn block(&mut self, label: &str, block: &Block<'_>) {
+        crate::with_stack(|| self.block_inner(label, block))
+    }
+
+    fn block_inner(&mut self, label: &str, block: &Block<'_>) {
         let pos = self.pos(block.span);
         if block.stmts.is_empty() {
             self.line("", format_args!("{label} {pos} (empty)"));
@@ -299,6 +303,10 @@ impl Dumper<'_> {
     // ------------------------------------------------------------------ expressions
 
     fn expr(&mut self, label: &str, e: &Expr<'_>) {
+        crate::with_stack(|| self.expr_inner(label, e))
+    }
+
+    fn expr_inner(&mut self, label: &str, e: &Expr<'_>) {
         let pos = self.pos(e.span);
         match e.kind {
             ExprKind::Int(v) => self.line(label, format_args!("Int {pos} {v}")),

@@ -23,3 +23,13 @@ pub mod regex;
 pub mod strings;
 
 pub use parser::{ParseOutput, parse_file};
+
+/// Runs `f`, first moving to a fresh stack segment if less than 128 KB of stack is left.
+///
+/// Every pass over a syntax tree recurses once per level of nesting. The parser bounds that
+/// depth, but a level costs several kilobytes in unoptimised builds, so recursive functions
+/// call this to stay safe on any thread, whatever its stack size.
+#[inline]
+pub(crate) fn with_stack<R>(f: impl FnOnce() -> R) -> R {
+    stacker::maybe_grow(128 * 1024, 4 * 1024 * 1024, f)
+}

@@ -54,6 +54,13 @@ struct Reported;
 
 type PResult<T> = Result<T, Reported>;
 
+/// How deep expressions and blocks may nest (and how long a chain of binary operators may be,
+/// since it makes a tree just as deep). Every pass over the tree recurses, so the parser
+/// bounds the depth once for all of them; 1000 levels take well under 1 MB of stack. The
+/// reference fails below this depth too (Python's recursion limit is 1000), except on
+/// parentheses alone, which make no node in its tree: weft counts them.
+const MAX_DEPTH: u32 = 1000;
+
 // Binding powers: left-associative operators bind their right operand one level tighter.
 const BP_CONDITIONAL: u8 = 2;
 const BP_OR: u8 = 4;
@@ -79,6 +86,10 @@ struct Parser<'a, 'i> {
     last_error_at: u32,
     /// How many blocks (`for`, `if`, implementation bodies) enclose the current position.
     block_depth: u32,
+    /// The depth of the tree being built at the current position (see [`MAX_DEPTH`]).
+    depth: u32,
+    /// Set when the input nested too deeply: such a file is not worth reading further.
+    gave_up: bool,
 }
 
 impl<'a, 'i> Parser<'a, 'i> {
@@ -98,6 +109,8 @@ impl<'a, 'i> Parser<'a, 'i> {
             diagnostics: Vec::new(),
             last_error_at: 0,
             block_depth: 0,
+            depth: 0,
+            gave_up: false,
         }
     }
 
@@ -251,6 +264,23 @@ impl<'a, 'i> Parser<'a, 'i> {
         };
         self.report(diag);
         Reported
+    }
+
+    /// Enters one more level of nesting, failing when the tree would get too deep.
+    fn descend(&mut self, levels: u32) -> PResult<()> {
+        if self.depth + levels > MAX_DEPTH {
+            self.gave_up = true;
+            let span = self.tok.span;
+            return Err(self.error_at(
+                ErrorKind::ParserException,
+                codes::NESTED_TOO_DEEPLY,
+                span,
+                format!("Syntax error: the code is nested too deeply (more than {MAX_DEPTH} levels)"),
+                "nested too deeply here",
+            ));
+        }
+        self.depth += levels;
+        Ok(())
     }
 
     fn expect(&mut self, kind: TokenKind, expected: &str) -> PResult<Token> {
@@ -423,11 +453,13 @@ impl<'a, 'i> Parser<'a, 'i> {
         // A leading multi-line string is the module docstring (the grammar's `head : MLS`).
         let docstring = if self.at(TokenKind::Mls) { Some(self.docstring()) } else { None };
         let mut items = self.vec();
-        while !self.at(TokenKind::Eof) {
+        while !self.at(TokenKind::Eof) && !self.gave_up {
             let before = self.tok.span.start;
             match self.parse_item() {
                 Ok(item) => items.push(item),
                 Err(Reported) => {
+                    self.depth = 0;
+                    self.block_depth = 0;
                     // Always make progress, then look for a place to resume.
                     if self.tok.span.start == before && !self.at(TokenKind::Eof) {
                         self.bump();
@@ -922,9 +954,11 @@ impl<'a, 'i> Parser<'a, 'i> {
     // ---------------------------------------------------------------- statements
 
     fn parse_block_until_end(&mut self) -> PResult<Block<'a>> {
+        self.descend(1)?;
         self.block_depth += 1;
-        let result = self.parse_block_statements();
+        let result = crate::with_stack(|| self.parse_block_statements());
         self.block_depth -= 1;
+        self.depth -= 1;
         let block = result?;
         self.bump();
         Ok(block)
@@ -945,9 +979,11 @@ impl<'a, 'i> Parser<'a, 'i> {
 
     /// Statements of an `if` branch, which end at `end`, `else` or `elif`.
     fn parse_if_branch(&mut self) -> PResult<Block<'a>> {
+        self.descend(1)?;
         self.block_depth += 1;
-        let result = self.parse_if_branch_statements();
+        let result = crate::with_stack(|| self.parse_if_branch_statements());
         self.block_depth -= 1;
+        self.depth -= 1;
         result
     }
 
@@ -1045,8 +1081,10 @@ impl<'a, 'i> Parser<'a, 'i> {
             }
             TokenKind::Elif => {
                 let elif_start = self.bump().span;
-                let nested = self.parse_if_body(elif_start)?;
-                Else::Elif(self.arena.alloc(nested))
+                self.descend(1)?;
+                let nested = crate::with_stack(|| self.parse_if_body(elif_start));
+                self.depth -= 1;
+                Else::Elif(self.arena.alloc(nested?))
             }
             _ => Else::None,
         };
@@ -1094,6 +1132,21 @@ impl<'a, 'i> Parser<'a, 'i> {
     }
 
     fn parse_expr_bp(&mut self, min_bp: u8) -> PResult<&'a Expr<'a>> {
+        self.descend(1)?;
+        let result = crate::with_stack(|| self.parse_expr_bp_inner(min_bp));
+        self.depth -= 1;
+        result
+    }
+
+    fn parse_expr_bp_inner(&mut self, min_bp: u8) -> PResult<&'a Expr<'a>> {
+        // Each operator applied in the loop below wraps the tree built so far one level deeper.
+        let depth_on_entry = self.depth;
+        let result = self.parse_operators(min_bp);
+        self.depth = depth_on_entry;
+        result
+    }
+
+    fn parse_operators(&mut self, min_bp: u8) -> PResult<&'a Expr<'a>> {
         let mut lhs = if self.at(TokenKind::Not) {
             let start = self.bump().span;
             let operand = self.parse_expr_bp(BP_NOT)?;
@@ -1108,6 +1161,7 @@ impl<'a, 'i> Parser<'a, 'i> {
                         break;
                     }
                     self.bump();
+                    self.descend(1)?;
                     let then = self.parse_expr_bp(0)?;
                     self.expect(TokenKind::Colon, "`:` in a conditional expression")?;
                     let otherwise = self.parse_expr_bp(BP_CONDITIONAL)?;
@@ -1146,6 +1200,7 @@ impl<'a, 'i> Parser<'a, 'i> {
                 }
                 op_span = op_span.to(self.bump().span);
             }
+            self.descend(1)?;
             let rhs = self.parse_expr_bp(lbp + 1)?;
             let span = lhs.span.to(rhs.span);
             lhs = self.alloc(ExprKind::Binary { op, op_span, lhs, rhs }, span);
@@ -1206,6 +1261,14 @@ impl<'a, 'i> Parser<'a, 'i> {
     /// Everything that starts with a lowercase name: references, attribute chains, calls,
     /// qualified constructors, lookups and `is defined`.
     fn parse_name_expr(&mut self) -> PResult<&'a Expr<'a>> {
+        // Attribute and lookup chains nest the tree one level per link.
+        let depth_on_entry = self.depth;
+        let result = self.parse_name_chain();
+        self.depth = depth_on_entry;
+        result
+    }
+
+    fn parse_name_chain(&mut self) -> PResult<&'a Expr<'a>> {
         let start = self.tok.span;
         let first = self.bump();
         let mut parts = self.vec();
@@ -1266,6 +1329,7 @@ impl<'a, 'i> Parser<'a, 'i> {
         while self.at(TokenKind::Dot) {
             match self.peek(1).kind {
                 TokenKind::Ident => {
+                    self.descend(1)?;
                     self.bump();
                     let t = self.bump();
                     let attr = self.ident(t);
@@ -1316,6 +1380,7 @@ impl<'a, 'i> Parser<'a, 'i> {
                     );
                 }
                 while self.at(TokenKind::LBracket) {
+                    self.descend(1)?;
                     self.bump();
                     let key = self.parse_expr()?;
                     self.expect(TokenKind::RBracket, "`]`")?;

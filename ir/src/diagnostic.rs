@@ -266,6 +266,7 @@ pub mod codes {
     pub const DUPLICATE_DICT_KEY: Code = Code("E0020");
     pub const HYPHEN_IN_NAME: Code = Code("E0021");
     pub const INVALID_UTF8: Code = Code("E0022");
+    pub const NESTED_TOO_DEEPLY: Code = Code("E0023");
 
     // Projects and modules.
     pub const PROJECT_INVALID: Code = Code("E0101");

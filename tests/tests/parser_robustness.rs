@@ -278,3 +278,40 @@ fn pieces_concatenate_back_to_the_program() {
         assert_eq!(pieces(src).concat(), *src);
     }
 }
+
+/// Pathologically deep input is reported, never a stack overflow: the parser bounds the depth
+/// of the tree, and every later pass relies on that bound. Run in a thread with a small stack
+/// (1 MB, less than a test thread's default) to keep a margin.
+#[test]
+fn deep_nesting_is_an_error_not_a_crash() {
+    let cases = [
+        format!("x = {}1{}\n", "(".repeat(100_000), ")".repeat(100_000)),
+        format!("x = {}{}\n", "[".repeat(50_000), "]".repeat(50_000)),
+        format!("x = {}true\n", "not ".repeat(100_000)),
+        format!("{}{}", "if true:\n".repeat(20_000), "end\n".repeat(20_000)),
+        format!("x = 1{}\n", " + 1".repeat(200_000)),
+        format!("x = a{}\n", ".b".repeat(100_000)),
+        format!("x = d{}\n", "[1]".repeat(100_000)),
+        format!("if a:\n{}end\n", "elif a:\n".repeat(100_000)),
+        format!("x = {}1{}\n", "a ? ".repeat(50_000), " : 2".repeat(50_000)),
+    ];
+    for src in cases {
+        let shown: String = src.chars().take(20).collect();
+        let handle = std::thread::Builder::new()
+            .stack_size(1024 * 1024)
+            .spawn(move || {
+                let arena = bumpalo::Bump::new();
+                let mut interner = weft_ir::Interner::new();
+                let out = weft_frontend::parse_file(&arena, &src, weft_ir::FileId(0), &mut interner);
+                out.diagnostics.iter().any(|d| d.code == weft_ir::diagnostic::codes::NESTED_TOO_DEEPLY)
+            })
+            .expect("spawn");
+        assert_eq!(handle.join().ok(), Some(true), "input starting with {shown:?}");
+    }
+    // Deep but reasonable code still parses.
+    let arena = bumpalo::Bump::new();
+    let mut interner = weft_ir::Interner::new();
+    let src = format!("x = {}1{}\ny = 1{}\n", "(".repeat(500), ")".repeat(500), " + 1".repeat(500));
+    let out = weft_frontend::parse_file(&arena, &src, weft_ir::FileId(0), &mut interner);
+    assert!(out.diagnostics.is_empty(), "{:?}", out.diagnostics);
+}

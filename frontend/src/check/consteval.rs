@@ -68,6 +68,10 @@ impl<'p, 'a> Checker<'p, 'a> {
     /// The reference's `as_constant()`: literals, and lists and dicts of constants (nested
     /// lists are flattened, as list literals always are).
     pub(crate) fn constant_value(&mut self, expr: &'a ast::Expr<'a>) -> Result<Value, String> {
+        crate::with_stack(|| self.constant_value_inner(expr))
+    }
+
+    fn constant_value_inner(&mut self, expr: &'a ast::Expr<'a>) -> Result<Value, String> {
         Ok(match &expr.kind {
             ExprKind::Int(i) => Value::Int(*i),
             ExprKind::BigInt(text) => match text.parse::<BigInt>() {
@@ -166,6 +170,10 @@ impl<'p, 'a> Checker<'p, 'a> {
     /// Evaluates a typedef constraint with `self` (and the typedef's own name) bound to
     /// `value`.
     fn eval(&mut self, expr: &'a ast::Expr<'a>, value: &Value, typedef_name: Symbol) -> Result<Value, Stop> {
+        crate::with_stack(|| self.eval_inner(expr, value, typedef_name))
+    }
+
+    fn eval_inner(&mut self, expr: &'a ast::Expr<'a>, value: &Value, typedef_name: Symbol) -> Result<Value, Stop> {
         let self_sym = self.known.self_;
         let eval = |this: &mut Self, e: &'a ast::Expr<'a>| this.eval(e, value, typedef_name);
         Ok(match &expr.kind {
@@ -296,6 +304,10 @@ impl<'p, 'a> Checker<'p, 'a> {
 
     /// A rendering of an expression close to the reference's `pretty_print`, for messages.
     pub(crate) fn pretty(&self, expr: &ast::Expr<'_>) -> String {
+        crate::with_stack(|| self.pretty_inner(expr))
+    }
+
+    fn pretty_inner(&self, expr: &ast::Expr<'_>) -> String {
         match &expr.kind {
             ExprKind::Int(i) => i.to_string(),
             ExprKind::BigInt(s) => s.to_string(),

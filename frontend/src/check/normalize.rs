@@ -38,6 +38,10 @@ impl Lhs {
 
 impl<'p, 'a> Checker<'p, 'a> {
     pub(super) fn normalize_block(&mut self, ns: NsId, block: ast::Block<'a>, scope: Scope, nested: bool) {
+        crate::with_stack(|| self.normalize_block_inner(ns, block, scope, nested))
+    }
+
+    fn normalize_block_inner(&mut self, ns: NsId, block: ast::Block<'a>, scope: Scope, nested: bool) {
         if nested {
             for stmt in block.stmts.iter().rev() {
                 self.normalize_stmt(ns, stmt, scope, true);
@@ -66,6 +70,10 @@ impl<'p, 'a> Checker<'p, 'a> {
     }
 
     fn normalize_if(&mut self, ns: NsId, i: &ast::If<'a>, scope: Scope) {
+        crate::with_stack(|| self.normalize_if_inner(ns, i, scope))
+    }
+
+    fn normalize_if_inner(&mut self, ns: NsId, i: &ast::If<'a>, scope: Scope) {
         self.normalize_expr(ns, i.cond, Lhs::None, scope);
         self.normalize_block(ns, i.then, scope, true);
         match i.otherwise {
@@ -93,6 +101,10 @@ impl<'p, 'a> Checker<'p, 'a> {
     }
 
     pub(super) fn normalize_expr(&mut self, ns: NsId, expr: &'a ast::Expr<'a>, lhs: Lhs, scope: Scope) {
+        crate::with_stack(|| self.normalize_expr_inner(ns, expr, lhs, scope))
+    }
+
+    fn normalize_expr_inner(&mut self, ns: NsId, expr: &'a ast::Expr<'a>, lhs: Lhs, scope: Scope) {
         use ast::ExprKind as K;
         match &expr.kind {
             K::Int(_) | K::BigInt(_) | K::Float(_) | K::Bool(_) | K::Null | K::RawStr(_) | K::Regex(_) | K::Str(_) => {}
