@@ -267,20 +267,26 @@ impl<'a, 'i> Parser<'a, 'i> {
     }
 
     /// Enters one more level of nesting, failing when the tree would get too deep.
+    #[inline]
     fn descend(&mut self, levels: u32) -> PResult<()> {
         if self.depth + levels > MAX_DEPTH {
-            self.gave_up = true;
-            let span = self.tok.span;
-            return Err(self.error_at(
-                ErrorKind::ParserException,
-                codes::NESTED_TOO_DEEPLY,
-                span,
-                format!("Syntax error: the code is nested too deeply (more than {MAX_DEPTH} levels)"),
-                "nested too deeply here",
-            ));
+            return Err(self.too_deep());
         }
         self.depth += levels;
         Ok(())
+    }
+
+    #[cold]
+    fn too_deep(&mut self) -> Reported {
+        self.gave_up = true;
+        let span = self.tok.span;
+        self.error_at(
+            ErrorKind::ParserException,
+            codes::NESTED_TOO_DEEPLY,
+            span,
+            format!("Syntax error: the code is nested too deeply (more than {MAX_DEPTH} levels)"),
+            "nested too deeply here",
+        )
     }
 
     fn expect(&mut self, kind: TokenKind, expected: &str) -> PResult<Token> {
@@ -1132,16 +1138,16 @@ impl<'a, 'i> Parser<'a, 'i> {
     }
 
     fn parse_expr_bp(&mut self, min_bp: u8) -> PResult<&'a Expr<'a>> {
-        self.descend(1)?;
-        let result = crate::with_stack(|| self.parse_expr_bp_inner(min_bp));
-        self.depth -= 1;
-        result
-    }
-
-    fn parse_expr_bp_inner(&mut self, min_bp: u8) -> PResult<&'a Expr<'a>> {
-        // Each operator applied in the loop below wraps the tree built so far one level deeper.
         let depth_on_entry = self.depth;
-        let result = self.parse_operators(min_bp);
+        self.descend(1)?;
+        // Checking the stack costs a thread-local lookup; once every 16 levels is enough, as a
+        // level takes at most a few kilobytes even in unoptimised builds.
+        let result = if self.depth % 16 == 0 {
+            crate::with_stack(|| self.parse_operators(min_bp))
+        } else {
+            self.parse_operators(min_bp)
+        };
+        // Each operator applied by `parse_operators` wrapped the tree one level deeper.
         self.depth = depth_on_entry;
         result
     }
