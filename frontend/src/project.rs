@@ -123,6 +123,7 @@ pub const EMBEDDED_STD: &[(&str, &str)] = &[
     ("model/_init.cf", include_str!("../std/model/_init.cf")),
     ("model/testing.cf", include_str!("../std/model/testing.cf")),
     ("plugins/__init__.py", include_str!("../std/plugins/__init__.py")),
+    ("templates/host_uri.j2", include_str!("../std/templates/host_uri.j2")),
 ];
 
 /// The display name of an embedded std file.
