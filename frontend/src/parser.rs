@@ -1142,7 +1142,7 @@ impl<'a, 'i> Parser<'a, 'i> {
         self.descend(1)?;
         // Checking the stack costs a thread-local lookup; once every 16 levels is enough, as a
         // level takes at most a few kilobytes even in unoptimised builds.
-        let result = if self.depth % 16 == 0 {
+        let result = if self.depth.is_multiple_of(16) {
             crate::with_stack(|| self.parse_operators(min_bp))
         } else {
             self.parse_operators(min_bp)

@@ -26,6 +26,7 @@ mod dataclass;
 mod definitions;
 pub mod model;
 mod normalize;
+mod suggest;
 
 use std::collections::HashMap;
 
@@ -384,12 +385,23 @@ impl<'p, 'a> Checker<'p, 'a> {
             };
             return match self.model.namespace(target).types.get(&name) {
                 Some(&item) => Ok(TypeRef::Item(item)),
-                None => Err(Diagnostic::error(
-                    ErrorKind::TypeNotFoundException,
-                    codes::TYPE_NOT_FOUND,
-                    format!("could not find type {full} in namespace {}", self.ns_name(target)),
-                )
-                .at(at, "no such type")),
+                None => {
+                    let known: Vec<&str> = self.model.namespace(target).types.keys().map(|k| self.sym(*k)).collect();
+                    let close: Vec<String> = suggest::similar(self.sym(name), known.iter().copied())
+                        .into_iter()
+                        .map(|n| format!("{ns_part}::{n}"))
+                        .collect();
+                    let mut d = Diagnostic::error(
+                        ErrorKind::TypeNotFoundException,
+                        codes::TYPE_NOT_FOUND,
+                        format!("could not find type {full} in namespace {}", self.ns_name(target)),
+                    )
+                    .at(at, "no such type");
+                    if let Some(help) = suggest::help(&close.iter().map(String::as_str).collect::<Vec<_>>()) {
+                        d = d.with_help(help);
+                    }
+                    Err(d)
+                }
             };
         }
         let name = parts[0].name;
@@ -413,12 +425,23 @@ impl<'p, 'a> Checker<'p, 'a> {
             }
             current = self.model.namespace(c).parent;
         }
-        Err(Diagnostic::error(
+        let mut known: Vec<String> =
+            ["string", "int", "float", "bool", "list", "dict"].iter().map(|s| s.to_string()).collect();
+        let mut current = Some(ns);
+        while let Some(c) = current {
+            known.extend(self.model.namespace(c).types.keys().map(|k| self.sym(*k).to_string()));
+            current = self.model.namespace(c).parent;
+        }
+        let mut d = Diagnostic::error(
             ErrorKind::TypeNotFoundException,
             codes::TYPE_NOT_FOUND,
             format!("could not find type {full} in namespace {}", self.ns_name(ns)),
         )
-        .at(at, "no such type"))
+        .at(at, "no such type");
+        if let Some(help) = suggest::help(&suggest::similar(&full, known.iter().map(String::as_str))) {
+            d = d.with_help(help);
+        }
+        Err(d)
     }
 
     /// Looks up an entity by class reference.

@@ -285,14 +285,21 @@ impl<'p, 'a> Checker<'p, 'a> {
         for (name, value) in &explicit {
             let Some(attr) = self.model.find_attribute(entity, name.name) else {
                 let entity_name = self.entity_name(entity);
-                self.push(
-                    Diagnostic::error(
-                        ErrorKind::TypingException,
-                        codes::UNKNOWN_ATTRIBUTE,
-                        format!("no attribute {} on type {entity_name}", self.sym(name.name)),
-                    )
-                    .at(self.loc(ns, name.span), format!("`{entity_name}` has no attribute `{}`", self.sym(name.name))),
-                );
+                let attributes: Vec<String> =
+                    self.model.all_attribute_names(entity).iter().map(|a| self.sym(*a).to_string()).collect();
+                let mut d = Diagnostic::error(
+                    ErrorKind::TypingException,
+                    codes::UNKNOWN_ATTRIBUTE,
+                    format!("no attribute {} on type {entity_name}", self.sym(name.name)),
+                )
+                .at(self.loc(ns, name.span), format!("`{entity_name}` has no attribute `{}`", self.sym(name.name)));
+                if let Some(help) = super::suggest::help(&super::suggest::similar(
+                    self.sym(name.name),
+                    attributes.iter().map(String::as_str),
+                )) {
+                    d = d.with_help(help);
+                }
+                self.push(d);
                 return;
             };
             // Index attributes are evaluated before the instance exists, so they get no
