@@ -15,14 +15,15 @@ impl<'p, 'a> Checker<'p, 'a> {
     /// Implementations and relations are evaluated together, in statement order; the
     /// `requires`/`provides` relation of `std::Entity` comes last.
     pub(super) fn define_implementations_and_relations(&mut self) {
+        let impl_ids: HashMap<*const ast::ImplementationDef<'a>, ImplId> =
+            self.impl_defs.iter().map(|&(_, def, id)| (def as *const _, id)).collect();
         for ns in self.ns_ids() {
             let items = self.model.namespace(ns).ast.items;
             for item in items {
                 match item {
                     ast::Item::Implementation(def) => {
-                        let Some(&(_, _, id)) = self.impl_defs.iter().find(|(_, d, _)| std::ptr::eq(*d, *def)) else {
-                            continue;
-                        };
+                        // Duplicates were not registered and are skipped.
+                        let Some(&id) = impl_ids.get(&(*def as *const _)) else { continue };
                         self.model.implementations[id.index()].entity = self.implemented_entity(ns, &def.entity);
                     }
                     ast::Item::Relation(def) => self.define_relation(ns, def),
@@ -245,6 +246,10 @@ impl<'p, 'a> Checker<'p, 'a> {
     /// Adds an index to an entity and its descendants, skipping duplicates; indexes are kept
     /// as sorted attribute lists.
     fn add_index(&mut self, entity: EntityId, attributes: Vec<Symbol>) {
+        crate::with_stack(|| self.add_index_inner(entity, attributes))
+    }
+
+    fn add_index_inner(&mut self, entity: EntityId, attributes: Vec<Symbol>) {
         let mut sorted = attributes.clone();
         sorted.sort_by(|a, b| self.sym(*a).cmp(self.sym(*b)));
         let exists = self.model.entity(entity).indexes.iter().any(|i| *i == attributes || *i == sorted);
@@ -328,6 +333,10 @@ impl<'p, 'a> Checker<'p, 'a> {
     /// The `implement` statements that apply to an entity: its own, plus, when some
     /// `implement ... using parents` exists for it, those of its parents (recursively).
     pub fn implements_of(model: &Model<'a>, entity: EntityId) -> Vec<ImplementId> {
+        crate::with_stack(|| Self::implements_of_inner(model, entity))
+    }
+
+    fn implements_of_inner(model: &Model<'a>, entity: EntityId) -> Vec<ImplementId> {
         let e = model.entity(entity);
         let mut out = e.implements.clone();
         if e.implements_inherit {
@@ -363,8 +372,7 @@ impl<'p, 'a> Checker<'p, 'a> {
 
     fn normalize_entity(&mut self, entity: EntityId) {
         // Own defaults, in attribute order: each must be a constant of the declared type.
-        let defaults: Vec<PendingDefault<'a>> =
-            self.pending_defaults.iter().filter(|d| d.entity == entity).copied().collect();
+        let defaults: Vec<PendingDefault<'a>> = self.pending_defaults.remove(&entity).unwrap_or_default();
         for pending in defaults {
             let attr_loc = self.model.attribute(pending.attr).location;
             let value = match self.constant_value(pending.expr) {

@@ -75,8 +75,9 @@ pub(crate) struct Checker<'p, 'a> {
     relation_defs: Vec<(NsId, &'a ast::RelationDef<'a>)>,
     index_defs: Vec<(NsId, &'a ast::IndexDef<'a>)>,
     implement_defs: Vec<(NsId, &'a ast::ImplementDef<'a>)>,
-    /// Defaults are validated when their entity is normalised, after every type is known.
-    pending_defaults: Vec<PendingDefault<'a>>,
+    /// Defaults are validated when their entity is normalised, after every type is known;
+    /// each entity's in attribute order.
+    pending_defaults: HashMap<EntityId, Vec<PendingDefault<'a>>>,
 }
 
 impl<'p, 'a> Checker<'p, 'a> {
@@ -101,7 +102,7 @@ impl<'p, 'a> Checker<'p, 'a> {
             relation_defs: Vec::new(),
             index_defs: Vec::new(),
             implement_defs: Vec::new(),
-            pending_defaults: Vec::new(),
+            pending_defaults: HashMap::new(),
         }
     }
 
@@ -571,8 +572,10 @@ impl<'p, 'a> Checker<'p, 'a> {
             parents_of.insert(id, parents);
         }
         let order = self.sort_entities(&defs, &parents_of);
+        let by_id: HashMap<EntityId, (NsId, &'a ast::EntityDef<'a>)> =
+            defs.iter().map(|&(ns, def, id)| (id, (ns, def))).collect();
         for id in order {
-            let Some(&(ns, def, _)) = defs.iter().find(|(_, _, e)| *e == id) else { continue };
+            let Some(&(ns, def)) = by_id.get(&id) else { continue };
             self.define_entity(ns, def, id, parents_of.get(&id).cloned().unwrap_or_default());
         }
     }
@@ -583,9 +586,12 @@ impl<'p, 'a> Checker<'p, 'a> {
         defs: &[(NsId, &'a ast::EntityDef<'a>, EntityId)],
         parents_of: &HashMap<EntityId, Vec<EntityId>>,
     ) -> Vec<EntityId> {
-        let mut remaining: Vec<EntityId> = defs.iter().map(|d| d.2).collect();
+        let mut remaining: std::collections::HashSet<EntityId> = defs.iter().map(|d| d.2).collect();
         let mut out = Vec::new();
-        while let Some(&first) = remaining.first() {
+        for &(_, _, first) in defs {
+            if !remaining.contains(&first) {
+                continue;
+            }
             let mut stack = Vec::new();
             if let Err(cycle) = self.sort_visit(first, &mut remaining, &mut stack, &mut out, parents_of) {
                 // Reported at the entity where the loop closed, listing the cycle upwards.
@@ -610,12 +616,23 @@ impl<'p, 'a> Checker<'p, 'a> {
     fn sort_visit(
         &self,
         id: EntityId,
-        remaining: &mut Vec<EntityId>,
+        remaining: &mut std::collections::HashSet<EntityId>,
         stack: &mut Vec<EntityId>,
         out: &mut Vec<EntityId>,
         parents_of: &HashMap<EntityId, Vec<EntityId>>,
     ) -> Result<(), Vec<EntityId>> {
-        remaining.retain(|&e| e != id);
+        crate::with_stack(|| self.sort_visit_inner(id, remaining, stack, out, parents_of))
+    }
+
+    fn sort_visit_inner(
+        &self,
+        id: EntityId,
+        remaining: &mut std::collections::HashSet<EntityId>,
+        stack: &mut Vec<EntityId>,
+        out: &mut Vec<EntityId>,
+        parents_of: &HashMap<EntityId, Vec<EntityId>>,
+    ) -> Result<(), Vec<EntityId>> {
+        remaining.remove(&id);
         stack.push(id);
         for &p in parents_of.get(&id).map(Vec::as_slice).unwrap_or(&[]) {
             if let Some(pos) = stack.iter().position(|&s| s == p) {
@@ -673,7 +690,13 @@ impl<'p, 'a> Checker<'p, 'a> {
             };
             self.model.entities[id.index()].own_defaults.push((name, None));
             if let Some((expr, ty)) = default {
-                self.pending_defaults.push(PendingDefault { entity: id, ns, attr: attr_id, expr, ty });
+                self.pending_defaults.entry(id).or_default().push(PendingDefault {
+                    entity: id,
+                    ns,
+                    attr: attr_id,
+                    expr,
+                    ty,
+                });
             }
         }
         self.model.entities[id.index()].attributes = own.iter().map(|&(_, a)| a).collect();
@@ -712,32 +735,34 @@ impl<'p, 'a> Checker<'p, 'a> {
         }
 
         // Attributes redefined from a parent must keep the same type.
-        let ancestors = self.model.ancestors(id);
-        for &ancestor in &ancestors {
-            for &parent_attr in &self.model.entity(ancestor).attributes.clone() {
-                let pa = self.model.attribute(parent_attr);
-                let Some(&(_, mine)) = own.iter().find(|(n, _)| *n == pa.name) else { continue };
-                let (mine_kind, parent_kind) = (self.model.attribute(mine).kind, pa.kind);
-                if mine_kind != parent_kind {
-                    let parent_loc = pa.location;
-                    let my_loc = self.model.attribute(mine).location;
-                    self.push(
-                        Diagnostic::error(
-                            ErrorKind::DuplicateException,
-                            codes::INCOMPATIBLE_ATTRIBUTE,
-                            "Incompatible attributes",
-                        )
-                        .at(my_loc, "redefined here with another type")
-                        .with_label(parent_loc, "inherited from here"),
-                    );
-                    self.model.entities[id.index()].invalid = true;
-                    return;
+        if !own.is_empty() {
+            for ancestor in self.model.ancestors(id) {
+                for &parent_attr in &self.model.entity(ancestor).attributes.clone() {
+                    let pa = self.model.attribute(parent_attr);
+                    let Some(&(_, mine)) = own.iter().find(|(n, _)| *n == pa.name) else { continue };
+                    let (mine_kind, parent_kind) = (self.model.attribute(mine).kind, pa.kind);
+                    if mine_kind != parent_kind {
+                        let parent_loc = pa.location;
+                        let my_loc = self.model.attribute(mine).location;
+                        self.push(
+                            Diagnostic::error(
+                                ErrorKind::DuplicateException,
+                                codes::INCOMPATIBLE_ATTRIBUTE,
+                                "Incompatible attributes",
+                            )
+                            .at(my_loc, "redefined here with another type")
+                            .with_label(parent_loc, "inherited from here"),
+                        );
+                        self.model.entities[id.index()].invalid = true;
+                        return;
+                    }
                 }
             }
         }
-        let is_dataclass = ancestors.iter().any(|&a| {
-            let e = self.model.entity(a);
-            e.name == self.known.dataclass && self.model.namespace(e.ns).name == "std"
+        // Parents are defined before their children, so their flag is final.
+        let is_dataclass = self.model.entity(id).parents.iter().any(|&p| {
+            let e = self.model.entity(p);
+            e.is_dataclass || (e.name == self.known.dataclass && self.model.namespace(e.ns).name == "std")
         });
         self.model.entities[id.index()].is_dataclass = is_dataclass;
         if is_dataclass {

@@ -286,6 +286,10 @@ impl<'a> Model<'a> {
     /// The attribute `name` of `entity`: its own, or the first found in its parents, depth
     /// first and left to right (the reference's lookup order).
     pub fn find_attribute(&self, entity: EntityId, name: Symbol) -> Option<AttrId> {
+        crate::with_stack(|| self.find_attribute_inner(entity, name))
+    }
+
+    fn find_attribute_inner(&self, entity: EntityId, name: Symbol) -> Option<AttrId> {
         let e = self.entity(entity);
         if let Some(&a) = e.attributes.iter().find(|&&a| self.attribute(a).name == name) {
             return Some(a);
@@ -296,9 +300,10 @@ impl<'a> Model<'a> {
     /// All ancestors of an entity (not including itself), without duplicates.
     pub fn ancestors(&self, entity: EntityId) -> Vec<EntityId> {
         let mut out = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         let mut stack: Vec<EntityId> = self.entity(entity).parents.iter().rev().copied().collect();
         while let Some(e) = stack.pop() {
-            if !out.contains(&e) {
+            if seen.insert(e) {
                 out.push(e);
                 stack.extend(self.entity(e).parents.iter().rev().copied());
             }
@@ -314,9 +319,10 @@ impl<'a> Model<'a> {
     /// All descendants of an entity, without duplicates.
     pub fn descendants(&self, entity: EntityId) -> Vec<EntityId> {
         let mut out = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         let mut stack = self.entity(entity).children.clone();
         while let Some(e) = stack.pop() {
-            if !out.contains(&e) {
+            if seen.insert(e) {
                 out.push(e);
                 stack.extend(self.entity(e).children.iter().copied());
             }
@@ -327,6 +333,10 @@ impl<'a> Model<'a> {
     /// The effective defaults of an entity, after inheritance: its own defaults win, then the
     /// left-most parent's. A `None` default (removed) does not appear.
     pub fn default_values(&self, entity: EntityId) -> Vec<(Symbol, DefaultValue)> {
+        crate::with_stack(|| self.default_values_inner(entity))
+    }
+
+    fn default_values_inner(&self, entity: EntityId) -> Vec<(Symbol, DefaultValue)> {
         let mut merged: Vec<(Symbol, Option<DefaultValue>)> = Vec::new();
         let put = |merged: &mut Vec<(Symbol, Option<DefaultValue>)>, name: Symbol, value: Option<DefaultValue>| {
             if let Some(slot) = merged.iter_mut().find(|(n, _)| *n == name) {
@@ -349,6 +359,10 @@ impl<'a> Model<'a> {
 
     /// All attribute names of an entity, own first, then its parents'.
     pub fn all_attribute_names(&self, entity: EntityId) -> Vec<Symbol> {
+        crate::with_stack(|| self.all_attribute_names_inner(entity))
+    }
+
+    fn all_attribute_names_inner(&self, entity: EntityId) -> Vec<Symbol> {
         let mut names: Vec<Symbol> = self.entity(entity).attributes.iter().map(|&a| self.attribute(a).name).collect();
         for &p in &self.entity(entity).parents {
             for n in self.all_attribute_names(p) {
