@@ -690,13 +690,7 @@ impl<'p, 'a> Checker<'p, 'a> {
             };
             self.model.entities[id.index()].own_defaults.push((name, None));
             if let Some((expr, ty)) = default {
-                self.pending_defaults.entry(id).or_default().push(PendingDefault {
-                    entity: id,
-                    ns,
-                    attr: attr_id,
-                    expr,
-                    ty,
-                });
+                self.pending_defaults.entry(id).or_default().push(PendingDefault { ns, attr: attr_id, expr, ty });
             }
         }
         self.model.entities[id.index()].attributes = own.iter().map(|&(_, a)| a).collect();
@@ -824,7 +818,6 @@ pub(crate) fn class_parts(class: &ast::ClassRef<'_>) -> Vec<ast::Ident> {
 /// A default value waiting for validation at entity normalisation.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct PendingDefault<'a> {
-    pub entity: EntityId,
     pub ns: NsId,
     pub attr: AttrId,
     pub expr: &'a ast::Expr<'a>,
