@@ -29,6 +29,7 @@ or a wheel does not match its hash, 2 on bad usage.
 """
 
 import argparse
+import fcntl
 import hashlib
 import os
 import shutil
@@ -220,6 +221,15 @@ def main():
         list_text = f.read()
     cache = os.path.abspath(args.cache)
     os.makedirs(cache, exist_ok=True)
+    # Test runners may start several fetches at once (one per test process): the first one
+    # fetches while the others wait, then find the stamp and return.
+    with open(os.path.join(cache, ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return fetch_locked(args, list_text, cache)
+
+
+def fetch_locked(args, list_text, cache):
+    """The work of main(), run while holding the cache's lock."""
     stamp = os.path.join(cache, STAMP)
     if os.path.exists(stamp):
         with open(stamp, encoding="utf-8") as f:

@@ -35,8 +35,21 @@ fn cache_is_current(list: &Path, cache: &Path) -> bool {
     expected == stamp && cache.join("cf_files.txt").is_file()
 }
 
-/// Runs `fetch.py` unless the cache is current; panics with instructions when it fails.
+/// Runs `fetch.py` unless the cache is current; panics with instructions when it fails. The
+/// tests of this file run in parallel, so the fetch happens once per process (and `fetch.py`
+/// takes a file lock for separate processes).
 fn ensure_cache(dir: &Path) -> PathBuf {
+    static FETCHED: std::sync::Mutex<Option<PathBuf>> = std::sync::Mutex::new(None);
+    let mut fetched = FETCHED.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(cache) = fetched.as_ref() {
+        return cache.clone();
+    }
+    let cache = fetch_if_needed(dir);
+    *fetched = Some(cache.clone());
+    cache
+}
+
+fn fetch_if_needed(dir: &Path) -> PathBuf {
     let list = dir.join("modules.tsv");
     let cache = dir.join(".cache");
     if cache_is_current(&list, &cache) {
