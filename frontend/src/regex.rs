@@ -173,24 +173,38 @@ pub fn anchored_at_start(translated: &str) -> String {
 /// Checks that a Python pattern compiles. The error text is the engine's, which differs from
 /// Python's wording.
 pub fn check_python_regex(pattern: &str) -> Result<(), String> {
-    // Modules repeat the same typedef patterns; compiling costs far more than parsing them.
+    compiled(pattern).map(|_| ())
+}
+
+/// `re.match(pattern, text)`: whether the pattern matches at the start of `text`; an error
+/// when the pattern does not compile.
+pub fn python_match(pattern: &str, text: &str) -> Result<bool, String> {
+    let re = compiled(pattern)?;
+    Ok(re.is_match(text).unwrap_or(false))
+}
+
+/// The compiled, anchored form of a Python pattern. Modules repeat the same typedef patterns,
+/// and compiling costs far more than parsing them, so results are cached for the thread; the
+/// parser's validation and the checker's matching share the cache.
+fn compiled(pattern: &str) -> Result<std::rc::Rc<fancy_regex::Regex>, String> {
+    type Compiled = Result<std::rc::Rc<fancy_regex::Regex>, String>;
     thread_local! {
-        static CHECKED: std::cell::RefCell<std::collections::HashMap<String, Result<(), String>>> = Default::default();
+        static COMPILED: std::cell::RefCell<std::collections::HashMap<String, Compiled>> = Default::default();
     }
-    if let Some(known) = CHECKED.with(|c| c.borrow().get(pattern).cloned()) {
+    if let Some(known) = COMPILED.with(|c| c.borrow().get(pattern).cloned()) {
         return known;
     }
-    let result = compile_check(pattern);
-    CHECKED.with(|c| c.borrow_mut().insert(pattern.to_string(), result.clone()));
+    let result = compile(pattern).map(std::rc::Rc::new);
+    COMPILED.with(|c| c.borrow_mut().insert(pattern.to_string(), result.clone()));
     result
 }
 
-fn compile_check(pattern: &str) -> Result<(), String> {
+fn compile(pattern: &str) -> Result<fancy_regex::Regex, String> {
     // Compile the pattern on its own first: inside the anchoring group, a stray `)` would
     // close the wrapper and hide an unbalanced parenthesis.
     let translated = translate_python_regex(pattern);
     fancy_regex::Regex::new(&translated).map_err(|e| e.to_string())?;
-    fancy_regex::Regex::new(&anchored_at_start(&translated)).map(|_| ()).map_err(|e| e.to_string())
+    fancy_regex::Regex::new(&anchored_at_start(&translated)).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -198,8 +212,7 @@ mod tests {
     use super::*;
 
     fn matches(pattern: &str, text: &str) -> bool {
-        let re = fancy_regex::Regex::new(&anchored_at_start(&translate_python_regex(pattern))).unwrap();
-        re.is_match(text).unwrap()
+        python_match(pattern, text).unwrap()
     }
 
     #[test]

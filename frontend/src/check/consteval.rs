@@ -6,7 +6,6 @@
 //! [`Value`]s with Python semantics. A constraint that calls a plugin cannot be evaluated by
 //! the frontend; its check is left to the evaluator ([`Validation::Deferred`]).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use num_bigint::BigInt;
@@ -46,22 +45,6 @@ pub(crate) fn shown(value: &Value) -> String {
         Value::Str(s) => s.to_string(),
         other => other.repr_with_null("null"),
     }
-}
-
-thread_local! {
-    static REGEX_CACHE: std::cell::RefCell<HashMap<String, Option<fancy_regex::Regex>>> = Default::default();
-}
-
-/// `re.match(pattern, text)`: `None` if the pattern does not compile.
-pub(crate) fn python_re_match(pattern: &str, text: &str) -> Option<bool> {
-    REGEX_CACHE.with(|cache| {
-        let mut cache = cache.borrow_mut();
-        let re = cache.entry(pattern.to_string()).or_insert_with(|| {
-            let translated = crate::regex::translate_python_regex(pattern);
-            fancy_regex::Regex::new(&crate::regex::anchored_at_start(&translated)).ok()
-        });
-        re.as_ref().map(|re| re.is_match(text).unwrap_or(false))
-    })
 }
 
 impl<'p, 'a> Checker<'p, 'a> {
@@ -190,9 +173,10 @@ impl<'p, 'a> Checker<'p, 'a> {
                 ));
             }
             ExprKind::Regex(pattern) => match value {
-                Value::Str(s) => match python_re_match(pattern, s) {
-                    Some(m) => Value::Bool(m),
-                    None => return Err(Stop::Deferred),
+                Value::Str(s) => match crate::regex::python_match(pattern, s) {
+                    Ok(m) => Value::Bool(m),
+                    // The parser reported the pattern already.
+                    Err(_) => return Err(Stop::Deferred),
                 },
                 other => {
                     return Err(Stop::Error(
