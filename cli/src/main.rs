@@ -26,6 +26,26 @@ struct Cli {
 enum Command {
     /// Load, parse and statically check a project, without evaluating it.
     Check(CheckArgs),
+    /// Compile a project: check it, then evaluate the model. `std::print` output goes to
+    /// stdout, diagnostics to stderr.
+    Compile(CompileArgs),
+}
+
+#[derive(Args)]
+struct CompileArgs {
+    #[command(flatten)]
+    project: ProjectArgs,
+    /// Print an intermediate form instead of evaluating: `ir` is the lowered program.
+    #[arg(long, value_name = "FORM")]
+    emit: Option<Emit>,
+    /// Print evaluation statistics on stderr.
+    #[arg(long)]
+    stats: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Emit {
+    Ir,
 }
 
 /// Options shared by every command that reads a project.
@@ -67,6 +87,7 @@ fn main() -> ExitCode {
     let worker =
         std::thread::Builder::new().name("weft".into()).stack_size(WORKER_STACK).spawn(move || match cli.command {
             Command::Check(args) => check(&args),
+            Command::Compile(args) => compile(&args),
         });
     let result = match worker.map(|w| w.join()) {
         Ok(Ok(result)) => result,
@@ -117,4 +138,61 @@ fn check(args: &CheckArgs) -> Result<ExitCode> {
     }
     let failed = report(project, &program.sources, &diagnostics, "check the project")?;
     Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+fn compile(args: &CompileArgs) -> Result<ExitCode> {
+    use std::io::Write;
+    let project = &args.project;
+    if !project.project.is_dir() {
+        anyhow::bail!("{} is not a directory", project.project.display());
+    }
+    let started = std::time::Instant::now();
+    let arena = bumpalo::Bump::new();
+    let (mut program, mut diagnostics) = load_project(&arena, &project.project, &project.load_options());
+    if !diagnostics.iter().any(Diagnostic::is_error) {
+        let checked = weft_frontend::check::check(&mut program);
+        diagnostics.extend(checked.diagnostics);
+        if !diagnostics.iter().any(Diagnostic::is_error) {
+            let lowered = std::sync::Arc::new(weft_frontend::lower::lower(&program, &checked.model));
+            let loaded = started.elapsed();
+            if args.emit == Some(Emit::Ir) {
+                report(project, &program.sources, &diagnostics, "compile the project")?;
+                print!("{lowered}");
+                return Ok(ExitCode::SUCCESS);
+            }
+            let options = weft_runtime::Options { module_dirs: module_dirs(&program), max_iterations: max_iterations() };
+            let outcome = weft_runtime::evaluate(lowered, &options);
+            {
+                let stdout = std::io::stdout();
+                let mut out = std::io::BufWriter::new(stdout.lock());
+                for line in &outcome.prints {
+                    writeln!(out, "{line}")?;
+                }
+                out.flush()?;
+            }
+            if args.stats {
+                eprintln!(
+                    "weft: {} instances, {} iterations; front end {:.3}s, total {:.3}s",
+                    outcome.instances,
+                    outcome.iterations,
+                    loaded.as_secs_f64(),
+                    started.elapsed().as_secs_f64()
+                );
+            }
+            // The reference reports one error: the most important one.
+            diagnostics.extend(outcome.errors.into_iter().take(1));
+        }
+    }
+    let failed = report(project, &program.sources, &diagnostics, "compile the project")?;
+    Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// Where each loaded module's `templates/` and `files/` are.
+fn module_dirs(program: &weft_frontend::project::Program<'_>) -> std::collections::HashMap<String, PathBuf> {
+    program.modules.iter().filter_map(|m| m.root().map(|r| (m.name.clone(), r.to_path_buf()))).collect()
+}
+
+/// `INMANTA_MAX_ITERATIONS`, as the reference reads it.
+fn max_iterations() -> Option<usize> {
+    std::env::var("INMANTA_MAX_ITERATIONS").ok().and_then(|v| v.parse().ok())
 }

@@ -16,6 +16,7 @@ pub mod ast;
 pub mod check;
 pub mod dump;
 pub mod lexer;
+pub mod lower;
 pub mod parser;
 pub mod project;
 pub mod python;

@@ -310,6 +310,10 @@ pub mod codes {
     pub const CONSTANT_TYPE: Code = Code("E0308");
 
     // Warnings.
+    /// Evaluation: a runtime error raised while a statement executed.
+    pub const EVAL_ERROR: Code = Code("E0400");
+    /// Evaluation: an instance is incomplete when the compile finishes.
+    pub const EVAL_UNSET: Code = Code("E0401");
     pub const W_INVALID_ESCAPE: Code = Code("W0001");
     pub const W_NUMBER_DEPRECATED: Code = Code("W0002");
     pub const W_BUILTIN_OVERRIDE: Code = Code("W0003");

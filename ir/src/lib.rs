@@ -10,6 +10,7 @@
 
 pub mod diagnostic;
 pub mod plugin;
+pub mod program;
 pub mod span;
 pub mod symbol;
 pub mod value;

@@ -77,6 +77,11 @@ impl SourceFile {
         SourceFile { name: name.into(), text, line_starts }
     }
 
+    /// Byte offsets of the starts of lines.
+    pub fn line_starts(&self) -> &[u32] {
+        &self.line_starts
+    }
+
     /// Line and character column of a byte offset. Offsets past the end clamp to the end.
     pub fn line_col(&self, offset: u32) -> LineCol {
         let offset = offset.min(self.text.len() as u32);

@@ -28,6 +28,33 @@ pub enum Value {
     List(Arc<[Value]>),
     /// Keys are strings and keep insertion order, as Python dicts do.
     Dict(Arc<[(Arc<str>, Value)]>),
+    /// An entity instance, by its index in the evaluator's instance table. Instances compare
+    /// by identity.
+    Instance(u32),
+    /// A value that is not known at compile time (a fact, an environment variable that is not
+    /// set). It propagates through operators; no two Unknowns are equal.
+    Unknown,
+    /// A reference to a secret or other value resolved only on the host at apply time.
+    Reference(Arc<Reference>),
+}
+
+/// A reference value (`std::create_environment_reference("NAME")`): the kind of reference and
+/// its arguments. Two references are equal when both are, as the reference's dataclass-based
+/// references are.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Reference {
+    /// The Python class name of the reference (`EnvironmentReference`), used in messages.
+    pub class: String,
+    /// The module that defines it (`inmanta_plugins.std`).
+    pub module: String,
+    /// The arguments, in order.
+    pub args: Vec<(String, Value)>,
+}
+
+impl PartialEq for Value {
+    fn eq(&self, other: &Self) -> bool {
+        self.py_eq(other)
+    }
 }
 
 /// Why an operation on values failed; the caller turns this into a diagnostic with the
@@ -62,6 +89,9 @@ impl Value {
             Value::Str(_) => "str",
             Value::List(_) => "list",
             Value::Dict(_) => "dict",
+            Value::Instance(_) => "Instance",
+            Value::Unknown => "Unknown",
+            Value::Reference(_) => "Reference",
         }
     }
 
@@ -86,6 +116,7 @@ impl Value {
             Value::Str(s) => !s.is_empty(),
             Value::List(l) => !l.is_empty(),
             Value::Dict(d) => !d.is_empty(),
+            Value::Instance(_) | Value::Unknown | Value::Reference(_) => true,
         }
     }
 
@@ -95,6 +126,8 @@ impl Value {
         match (self, other) {
             (Null, Null) => true,
             (Str(a), Str(b)) => a == b,
+            (Instance(a), Instance(b)) => a == b,
+            (Reference(a), Reference(b)) => a.class == b.class && a.args == b.args,
             (List(a), List(b)) => a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| x.py_eq(y)),
             (Dict(a), Dict(b)) => {
                 a.len() == b.len() && a.iter().all(|(k, v)| b.iter().any(|(k2, v2)| k == k2 && v.py_eq(v2)))
@@ -151,8 +184,24 @@ impl Value {
         out
     }
 
+    /// `repr()` with a custom rendering of instances (which need the evaluator's tables).
+    pub fn repr_with(&self, null: &str, instance: &dyn Fn(u32) -> String) -> String {
+        let mut out = String::new();
+        self.write_repr_with(&mut out, null, instance);
+        out
+    }
+
     fn write_repr(&self, out: &mut String, null: &str) {
+        self.write_repr_with(out, null, &|i| format!("<instance {i}>"))
+    }
+
+    fn write_repr_with(&self, out: &mut String, null: &str, instance: &dyn Fn(u32) -> String) {
         match self {
+            Value::Instance(i) => out.push_str(&instance(*i)),
+            Value::Unknown => out.push_str("Unknown"),
+            Value::Reference(r) => {
+                let _ = write!(out, "<{}.{} object at <addr>>", r.module, r.class);
+            }
             Value::Null => out.push_str(null),
             Value::Bool(true) => out.push_str("True"),
             Value::Bool(false) => out.push_str("False"),
@@ -170,7 +219,7 @@ impl Value {
                     if i > 0 {
                         out.push_str(", ");
                     }
-                    item.write_repr(out, null);
+                    item.write_repr_with(out, null, instance);
                 }
                 out.push(']');
             }
@@ -182,7 +231,7 @@ impl Value {
                     }
                     out.push_str(&str_repr(k));
                     out.push_str(": ");
-                    v.write_repr(out, null);
+                    v.write_repr_with(out, null, instance);
                 }
                 out.push('}');
             }

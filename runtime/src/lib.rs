@@ -1,9 +1,214 @@
-//! weft's runtime.
+//! weft's runtime: the scheduler with the reference compiler's freeze rules, the end-of-compile
+//! checks, and the plugins.
 //!
-//! This crate will load artifacts, hold instances and attribute cells, schedule evaluation
-//! with the reference compiler's freeze rules (on rayon between freeze points), implement the
-//! std plugins natively, and export and apply the resource graph. It is introduced by the
-//! evaluation milestone; until then it only fixes the crate's place in the dependency graph.
+//! [`evaluate`] runs a lowered [`Program`]: the VM ([`weft_vm::Machine`]) holds the cells and
+//! tasks and knows what each instruction does; this crate decides *when* things happen. It
+//! drains the run queue, and when nothing can run it picks the one relation to freeze exactly
+//! as the reference's `Scheduler.run` does (spec §3.5), until nothing is left; then it runs the
+//! final checks (§3.13).
 //!
 //! Architecture invariant: the runtime never depends on the frontend or on codegen, so a host
 //! that only runs artifacts carries neither a parser nor a code generator.
+
+#[path = "plugins_stub.rs"]
+pub mod plugins;
+mod scheduler;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use weft_ir::diagnostic::codes;
+use weft_ir::program::{PluginId, Program};
+use weft_ir::value::Value;
+use weft_ir::{Diagnostic, ErrorKind};
+use weft_vm::{EvalError, Host, Machine, PluginFailure, ScopeId};
+
+pub use scheduler::MAX_ITERATIONS;
+
+/// What an evaluation needs besides the program.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Module name to its directory (holding `templates/` and `files/`).
+    pub module_dirs: HashMap<String, PathBuf>,
+    /// The iteration limit (`INMANTA_MAX_ITERATIONS`); `None` for the default.
+    pub max_iterations: Option<usize>,
+}
+
+/// The result of an evaluation.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// Lines written by `std::print`, in the order they were written.
+    pub prints: Vec<String>,
+    /// Empty when the compile succeeded; otherwise the errors, the reported one first.
+    pub errors: Vec<Diagnostic>,
+    /// Statistics, for benchmarks and `--verbose`.
+    pub instances: usize,
+    pub iterations: usize,
+}
+
+/// Evaluates a program.
+pub fn evaluate(program: Arc<Program>, options: &Options) -> Outcome {
+    let host = RuntimeHost { prints: Vec::new(), module_dirs: options.module_dirs.clone() };
+    let mut machine = Machine::new(program.clone(), Box::new(host));
+    let result = scheduler::run(&mut machine, options.max_iterations.unwrap_or(MAX_ITERATIONS));
+    let mut outcome = Outcome { instances: machine.instances.len(), ..Outcome::default() };
+    match result {
+        Ok(iterations) => outcome.iterations = iterations,
+        Err(errors) => outcome.errors = errors.into_iter().map(|e| to_diagnostic(&program, e)).collect(),
+    }
+    outcome.prints = take_prints(&mut machine);
+    outcome
+}
+
+fn take_prints(machine: &mut Machine) -> Vec<String> {
+    machine.with_host(|host| {
+        // SAFETY-free downcast: the host is always the RuntimeHost this crate installed.
+        host.take_prints()
+    })
+}
+
+/// Turns an evaluation error into a diagnostic: the outermost kind is the reported kind, the
+/// causes become notes.
+pub fn to_diagnostic(program: &Program, error: EvalError) -> Diagnostic {
+    let code = match error.kind {
+        ErrorKind::UnsetException => codes::EVAL_UNSET,
+        _ => codes::EVAL_ERROR,
+    };
+    let mut d = Diagnostic::error(error.kind, code, error.message.clone());
+    if let Some(location) = error.location {
+        d = d.at(location, "");
+    }
+    let mut cause = error.cause.as_deref();
+    while let Some(c) = cause {
+        let mut note = format!("caused by {}: {}", c.kind.as_str(), c.message);
+        if let Some(l) = c.location {
+            note.push_str(&format!(" ({})", program.location_text(l)));
+        }
+        d = d.with_note(note);
+        cause = c.cause.as_deref();
+    }
+    d
+}
+
+/// The host the VM calls back into: plugins and their output.
+struct RuntimeHost {
+    prints: Vec<String>,
+    module_dirs: HashMap<String, PathBuf>,
+}
+
+impl Host for RuntimeHost {
+    fn call_plugin(
+        &mut self,
+        machine: &mut Machine,
+        scope: ScopeId,
+        plugin: PluginId,
+        args: Vec<Value>,
+        kwargs: Vec<(String, Value)>,
+    ) -> Result<Value, PluginFailure> {
+        let program = machine.program.clone();
+        let signature = &program.plugins[plugin.index()];
+        let mut adapter = Adapter { machine, scope, host: self };
+        let name = signature.qualified_name();
+        match plugins::call(signature, args, kwargs, &mut adapter) {
+            Ok(v) => Ok(v),
+            Err(e) => Err(match e {
+                plugins::PluginError::Unset(cell) => PluginFailure::Unset(cell),
+                plugins::PluginError::External { class, message } => PluginFailure::Error(wrap(
+                    ErrorKind::ExternalException,
+                    format!("Exception in plugin {name}"),
+                    EvalError::new(ErrorKind::ExternalException, format!("{class}: {message}")),
+                )),
+                plugins::PluginError::Explicit(message) => PluginFailure::Error(EvalError::new(
+                    ErrorKind::ExplicitPluginException,
+                    format!("PluginException in plugin {name}: {message}"),
+                )),
+                plugins::PluginError::Wrapped { kind, message } => PluginFailure::Error(wrap(
+                    ErrorKind::WrappingRuntimeException,
+                    format!("Exception in plugin {name}"),
+                    EvalError::new(kind, message),
+                )),
+                plugins::PluginError::Type(message) => {
+                    PluginFailure::Error(EvalError::new(ErrorKind::PluginTypeException, message))
+                }
+                plugins::PluginError::Reference(message) => {
+                    PluginFailure::Error(EvalError::new(ErrorKind::UnexpectedReference, message))
+                }
+                plugins::PluginError::Runtime(message) => {
+                    PluginFailure::Error(EvalError::new(ErrorKind::RuntimeException, message))
+                }
+            }),
+        }
+    }
+
+    fn take_prints(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.prints)
+    }
+}
+
+fn wrap(kind: ErrorKind, message: String, cause: EvalError) -> EvalError {
+    let mut e = EvalError::new(kind, message);
+    e.cause = Some(Box::new(cause));
+    e
+}
+
+/// What a plugin sees of the evaluation.
+struct Adapter<'m> {
+    machine: &'m mut Machine,
+    scope: ScopeId,
+    host: &'m mut RuntimeHost,
+}
+
+impl plugins::PluginHost for Adapter<'_> {
+    fn print(&mut self, text: &str) {
+        for line in text.split('\n') {
+            self.host.prints.push(line.to_string());
+        }
+    }
+
+    fn env_var(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok()
+    }
+
+    fn lookup(&mut self, name: &str) -> Result<Value, plugins::PluginError> {
+        if self.scope == u32::MAX {
+            return Err(plugins::PluginError::Wrapped {
+                kind: ErrorKind::NotFoundException,
+                message: format!("variable {name} not found"),
+            });
+        }
+        self.machine.lookup_value(self.scope, name).map_err(plugin_error)
+    }
+
+    fn attribute(&mut self, instance: u32, name: &str) -> Result<Value, plugins::PluginError> {
+        self.machine.attribute_value(instance, name).map_err(plugin_error)
+    }
+
+    fn instance_type(&self, instance: u32) -> String {
+        let entity = self.machine.instances[instance as usize].entity;
+        self.machine.program.entity(entity).name.clone()
+    }
+
+    fn is_instance_of(&self, instance: u32, entity: &str) -> bool {
+        let program = &self.machine.program;
+        let own = self.machine.instances[instance as usize].entity;
+        program.entities.iter().enumerate().any(|(i, e)| {
+            e.name == entity && program.is_subclass(own, weft_ir::program::EntityId(i as u32))
+        })
+    }
+
+    fn instance_display(&self, instance: u32) -> String {
+        self.machine.instance_display(instance)
+    }
+
+    fn module_dir(&self, module: &str) -> Option<PathBuf> {
+        self.host.module_dirs.get(module).cloned()
+    }
+}
+
+fn plugin_error(e: EvalError) -> plugins::PluginError {
+    match e.unset {
+        Some(cell) => plugins::PluginError::Unset(cell),
+        None => plugins::PluginError::Wrapped { kind: e.kind, message: e.message },
+    }
+}

@@ -1,9 +1,37 @@
-//! weft's bytecode virtual machine.
+//! weft's virtual machine: the evaluator's cells, tasks and the semantics of every
+//! instruction of the IR.
 //!
-//! This crate will hold the instruction set (each opcode documented with its operand layout),
-//! the compiler from IR to bytecode, and the interpreter loop that runs one task until it
-//! finishes or reaches a wait. It is introduced by the evaluation milestone; until then it
-//! only fixes the crate's place in the dependency graph.
+//! # Bytecode
 //!
-//! Architecture invariant: no scheduling policy and no threads live here; the VM talks to
-//! the runtime only through the host interface defined in `weft-ir`.
+//! The program's code is the IR instruction table ([`weft_ir::program::Program::exprs`]): a
+//! compact array of opcodes ([`weft_ir::program::ExprKind`]) whose operands are `u32` indices
+//! of earlier instructions, constructors, entities or plugins. Every statement and every
+//! lazily evaluated operand (the right side of `and`/`or`, the branches of `?:`, a
+//! comprehension's element, a constructor's indirect attributes) is the root of its own
+//! *task*. The opcodes and their operand layout:
+//!
+//! | opcode | operands | emission | execution |
+//! |---|---|---|---|
+//! | `Const` | value | nothing | the value |
+//! | `Var` | name | resolve the name to a cell: **wait.value** | the cell's value |
+//! | `Attr` | base, name | spawn a hook task on `base`, a proxy cell: **wait.frozen** | the attribute's value |
+//! | `Subscript`, `Not`, `Binary`, `List`, `Dict`, `Format`, `FString` | operand indices | emit operands | compute |
+//! | `And`, `Or` | lhs, rhs | spawn a task on lhs: **wait.value** | its result |
+//! | `Cond` | cond, then, otherwise | spawn a task on cond: **wait.value** | its result |
+//! | `Call` | callee, args, kwargs, splats | spawn a call task on the arguments (**wait.frozen**) | its result |
+//! | `Construct` | ctor | emit the index attributes | create or find the instance, spawn attribute tasks |
+//! | `IndexLookup`, `SelectorLookup` | entity or base, query | spawn a lookup task | the instance |
+//! | `ListComp` | element, var, iterable, guard | spawn a comprehension task (**listen.gradual** on the iterable when assigned to a relation) | its result |
+//! | `IsDefined` | base, name | spawn a hook task: **listen.gradual** | its result |
+//!
+//! The interpreter emits a task (collects the cells it waits for, spawning sub-tasks on the
+//! way), registers it as a waiter, and runs it when all its cells are ready. A task runs until
+//! it finishes or registers a new wait. The VM never decides *when* to freeze a relation:
+//! the runtime's scheduler drives it through [`Machine`]'s queues.
+//!
+//! Architecture invariant: no scheduling policy and no threads live here; plugins are called
+//! through the [`Host`] trait, which the runtime implements.
+
+mod machine;
+
+pub use machine::*;

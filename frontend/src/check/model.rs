@@ -268,6 +268,22 @@ pub struct Model<'a> {
     pub plugins: Vec<Plugin>,
     /// `std::Entity`, the root of every entity.
     pub std_entity: Option<EntityId>,
+    /// What names in code resolved to, keyed by the address of their expression node
+    /// (constructors, calls and index lookups), for lowering.
+    pub resolved: HashMap<usize, Resolved>,
+}
+
+/// The resolution of a name used in code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Resolved {
+    Entity(EntityId),
+    Plugin(PluginId),
+    Cast(Primitive),
+}
+
+/// The key of an expression node in [`Model::resolved`].
+pub fn expr_key(expr: &ast::Expr<'_>) -> usize {
+    expr as *const ast::Expr<'_> as usize
 }
 
 impl<'a> Model<'a> {

@@ -129,7 +129,7 @@ impl<'p, 'a> Checker<'p, 'a> {
                 self.normalize_expr(ns, base, Lhs::None, scope);
                 self.normalize_expr(ns, key, Lhs::None, scope);
             }
-            K::Call { func, args } => self.normalize_call(ns, func, args, scope),
+            K::Call { func, args } => self.normalize_call(ns, expr, func, args, scope),
             K::Construct { class, args } => self.normalize_construct(ns, expr, class, args, lhs, scope),
             K::IndexLookup { class, args } => {
                 for arg in *args {
@@ -137,8 +137,12 @@ impl<'p, 'a> Checker<'p, 'a> {
                     self.normalize_expr(ns, v, Lhs::None, scope);
                 }
                 let parts = class_parts(class);
-                if let Err(d) = self.lookup_type(ns, &parts, class.span) {
-                    self.push(d);
+                match self.lookup_type(ns, &parts, class.span) {
+                    Ok(TypeRef::Item(TypeItem::Entity(e))) => {
+                        self.model.resolved.insert(expr_key(expr), Resolved::Entity(e));
+                    }
+                    Ok(_) => {}
+                    Err(d) => self.push(d),
                 }
             }
             K::SelectorLookup { base, args, .. } => {
@@ -185,7 +189,14 @@ impl<'p, 'a> Checker<'p, 'a> {
         }
     }
 
-    fn normalize_call(&mut self, ns: NsId, func: &ast::NsRef<'a>, args: &'a [ast::Arg<'a>], scope: Scope) {
+    fn normalize_call(
+        &mut self,
+        ns: NsId,
+        expr: &'a ast::Expr<'a>,
+        func: &ast::NsRef<'a>,
+        args: &'a [ast::Arg<'a>],
+        scope: Scope,
+    ) {
         // The reference visits positional arguments, then keyword arguments, then `**` ones.
         for arg in args {
             if let ast::Arg::Positional(v) = arg {
@@ -203,8 +214,12 @@ impl<'p, 'a> Checker<'p, 'a> {
             }
         }
         match self.lookup_type(ns, func.parts, func.span) {
-            Ok(TypeRef::Primitive(p)) if !matches!(p, Primitive::List | Primitive::Dict) => {}
-            Ok(TypeRef::Item(TypeItem::Plugin(_))) => {}
+            Ok(TypeRef::Primitive(p)) if !matches!(p, Primitive::List | Primitive::Dict) => {
+                self.model.resolved.insert(expr_key(expr), Resolved::Cast(p));
+            }
+            Ok(TypeRef::Item(TypeItem::Plugin(plugin))) => {
+                self.model.resolved.insert(expr_key(expr), Resolved::Plugin(plugin));
+            }
             Ok(_) => {
                 let name = self.path_text(func.parts);
                 self.push(
@@ -230,6 +245,7 @@ impl<'p, 'a> Checker<'p, 'a> {
         scope: Scope,
     ) {
         let Some(entity) = self.constructor_type(ns, class, lhs) else { return };
+        self.model.resolved.insert(expr_key(expr), Resolved::Entity(entity));
         if self.model.entity(entity).invalid {
             return;
         }

@@ -1,0 +1,127 @@
+//! The conformance corpus, evaluated: every case in `tests/conformance/` compiles to the
+//! outcome the reference recorded in its `expect.json`.
+//!
+//! Compared, as the corpus README prescribes: the status; for a success the sorted
+//! `std::print` lines; for an error its kind and, when the reference gave one, its line. Kinds
+//! that are raw Python exceptions escaping the reference (`ZeroDivisionError`,
+//! `ModuleNotFoundError`) only need an error. A case may be listed, with its reason, in
+//! `tests/conformance/known-divergences.tsv`; a listed case that starts to pass fails the suite
+//! so the list stays true.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use weft_tests::compile::{Outcome, compile};
+
+#[derive(Deserialize)]
+struct Expect {
+    status: String,
+    prints: Vec<String>,
+    error: Option<ExpectError>,
+}
+
+#[derive(Deserialize)]
+struct ExpectError {
+    kind: String,
+    line: Option<u32>,
+}
+
+fn corpus() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance")
+}
+
+fn cases(root: &Path) -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        if dir.join("expect.json").is_file() {
+            out.push(dir.to_path_buf());
+            return;
+        }
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        for entry in entries.filter_map(Result::ok) {
+            let path = entry.path();
+            if path.is_dir() && path.file_name().is_some_and(|n| n != "libs") {
+                walk(&path, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(root, &mut out);
+    out.sort();
+    out
+}
+
+/// Why `actual` does not conform to `expect`, if it does not.
+fn mismatch(expect: &Expect, actual: &Outcome) -> Option<String> {
+    let expected_ok = expect.status == "ok";
+    if expected_ok != actual.ok {
+        return Some(format!(
+            "status: expected {}, got {}",
+            expect.status,
+            match &actual.error {
+                None => "ok".to_string(),
+                Some((kind, line, _)) => format!("error {} at line {line:?}", kind.as_str()),
+            }
+        ));
+    }
+    if expected_ok {
+        let mut expected = expect.prints.clone();
+        expected.sort();
+        if expected != actual.prints {
+            return Some(format!("prints: expected {expected:?}, got {:?}", actual.prints));
+        }
+        return None;
+    }
+    let want = expect.error.as_ref().expect("an error case has an error");
+    let (kind, line, _) = actual.error.as_ref().expect("checked above");
+    if matches!(want.kind.as_str(), "ZeroDivisionError" | "ModuleNotFoundError") {
+        return None;
+    }
+    if kind.as_str() != want.kind {
+        return Some(format!("kind: expected {}, got {} (line {line:?})", want.kind, kind.as_str()));
+    }
+    if want.line.is_some() && want.line != *line {
+        return Some(format!("line: expected {:?}, got {line:?} ({})", want.line, kind.as_str()));
+    }
+    None
+}
+
+fn known_divergences() -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(corpus().join("known-divergences.tsv")).unwrap_or_default();
+    text.lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            let (case, reason) = l.split_once('\t').unwrap_or((l, ""));
+            (case.to_string(), reason.to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn corpus_evaluates_as_the_reference_evaluates() {
+    let root = corpus();
+    let known = known_divergences();
+    let mut failures = Vec::new();
+    let mut fixed = Vec::new();
+    let all = cases(&root);
+    for case in &all {
+        let name = case.strip_prefix(&root).expect("inside").to_string_lossy().replace('\\', "/");
+        let expect: Expect =
+            serde_json::from_str(&std::fs::read_to_string(case.join("expect.json")).expect("readable"))
+                .expect("valid expect.json");
+        let actual = compile(case);
+        let problem = mismatch(&expect, &actual);
+        let listed = known.iter().any(|(c, _)| *c == name);
+        match (problem, listed) {
+            (Some(p), false) => failures.push(format!("{name}: {p}")),
+            (None, true) => fixed.push(name),
+            _ => {}
+        }
+    }
+    assert!(
+        failures.is_empty() && fixed.is_empty(),
+        "{} of {} cases do not conform:\n{}\nlisted as divergent but conforming now: {fixed:?}",
+        failures.len(),
+        all.len(),
+        failures.join("\n")
+    );
+}

@@ -1,0 +1,3384 @@
+//! The machine: cells (the reference's result variables), waiters (its execution units),
+//! gradual listeners, instances and indexes, and the interpretation of each instruction.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+
+use weft_ir::program::{
+    AttrId, AttributeKind, BaseType, BinOp, BlockId, Callee, Constraint, CtorId, EntityId, ExprId, ExprKind, NsId,
+    Primitive, Program, StmtId, StmtKind, ValueType, VarRef,
+};
+use weft_ir::value::{self, ArithOp, Value, ValueError};
+use weft_ir::{ErrorKind, Location, Symbol};
+
+pub type CellId = u32;
+pub type WaiterId = u32;
+pub type ScopeId = u32;
+pub type CollectorId = u32;
+pub type PromiseId = u32;
+pub type InstanceId = u32;
+
+/// An evaluation error: the reference's exception kind, its message, where, and what it wraps.
+#[derive(Clone, Debug)]
+pub struct EvalError {
+    pub kind: ErrorKind,
+    pub message: String,
+    pub location: Option<Location>,
+    pub cause: Option<Box<EvalError>>,
+    /// For an unset-value error raised by a plugin: the cell to wait for before retrying.
+    pub unset: Option<CellId>,
+}
+
+impl EvalError {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        EvalError { kind, message: message.into(), location: None, cause: None, unset: None }
+    }
+
+    pub fn at(mut self, location: Location) -> Self {
+        if self.location.is_none() {
+            self.location = Some(location);
+        }
+        self
+    }
+
+    fn wrap(kind: ErrorKind, message: impl Into<String>, cause: EvalError) -> Self {
+        EvalError { kind, message: message.into(), location: None, cause: Some(Box::new(cause)), unset: None }
+    }
+
+    /// The reference's ordering weight for errors reported together.
+    pub fn importance(&self) -> u32 {
+        match self.kind {
+            ErrorKind::TypingException | ErrorKind::IndexException => 10,
+            ErrorKind::NotFoundException | ErrorKind::TypeNotFoundException => 20,
+            ErrorKind::DuplicateException => 40,
+            ErrorKind::ModifiedAfterFreezeException => 50,
+            ErrorKind::DoubleSetException => 51,
+            ErrorKind::ExternalException => 60,
+            ErrorKind::OptionalValueException => 61,
+            ErrorKind::KeyException => 70,
+            ErrorKind::AttributeException | ErrorKind::WrappingRuntimeException => {
+                self.cause.as_ref().map(|c| c.importance() + 1).unwrap_or(100)
+            }
+            _ => 100,
+        }
+    }
+}
+
+type R<T> = Result<T, EvalError>;
+
+fn rt(message: impl Into<String>) -> EvalError {
+    EvalError::new(ErrorKind::RuntimeException, message)
+}
+
+fn typing(message: impl Into<String>) -> EvalError {
+    EvalError::new(ErrorKind::TypingException, message)
+}
+
+/// Why a plugin call failed, as the host reports it.
+#[derive(Clone, Debug)]
+pub enum PluginFailure {
+    /// Read an unset cell: retry once it is ready.
+    Unset(CellId),
+    Error(EvalError),
+}
+
+/// What the VM needs from the runtime.
+pub trait Host {
+    /// Calls a plugin; `scope` is the calling statement's scope (for templates).
+    fn call_plugin(
+        &mut self,
+        machine: &mut Machine,
+        scope: ScopeId,
+        plugin: weft_ir::program::PluginId,
+        args: Vec<Value>,
+        kwargs: Vec<(String, Value)>,
+    ) -> Result<Value, PluginFailure>;
+
+    /// The lines `std::print` wrote so far (the runtime's host collects them).
+    fn take_prints(&mut self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+struct NoHost;
+
+impl Host for NoHost {
+    fn call_plugin(
+        &mut self,
+        _: &mut Machine,
+        _: ScopeId,
+        _: weft_ir::program::PluginId,
+        _: Vec<Value>,
+        _: Vec<(String, Value)>,
+    ) -> Result<Value, PluginFailure> {
+        Err(PluginFailure::Error(rt("no plugin host")))
+    }
+}
+
+/// The type a plain cell checks on set.
+#[derive(Clone, Copy, Debug)]
+enum CellType {
+    None,
+    Value(ValueType),
+    Entity(EntityId),
+    Bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CellKind {
+    /// A variable, a plain attribute or a temporary (`ResultVariable`).
+    Plain,
+    /// A relation end `[1]` (`AttributeVariable`).
+    Single,
+    /// A relation end `[0:1]` (`OptionVariable`).
+    Option,
+    /// Any other relation end (`ListVariable`).
+    List,
+    /// A list literal evaluated gradually (`ListLiteral`).
+    ListLiteral,
+    /// A read of `a.b` before `a` is known (`ResultVariableProxy`).
+    Proxy,
+}
+
+pub struct Cell {
+    pub kind: CellKind,
+    ty: CellType,
+    /// For attribute cells: the instance and attribute.
+    pub owner: Option<(InstanceId, AttrId)>,
+    pub value: Option<Value>,
+    /// Elements of list cells.
+    pub items: Vec<Value>,
+    pub has_value: bool,
+    pub location: Option<Location>,
+    waiters: Vec<WaiterId>,
+    // Delayed cells.
+    promises: Option<(u32, u32)>,
+    queued: bool,
+    listeners: Option<Vec<CollectorId>>,
+    nb_gradual_waiters: i64,
+    // Proxies.
+    target: Option<CellId>,
+    proxy_listener: Option<(CollectorId, Location)>,
+    notify_listener: bool,
+}
+
+impl Cell {
+    fn new(kind: CellKind) -> Self {
+        Cell {
+            kind,
+            ty: CellType::None,
+            owner: None,
+            value: None,
+            items: Vec::new(),
+            has_value: false,
+            location: None,
+            waiters: Vec::new(),
+            promises: if matches!(kind, CellKind::Option | CellKind::List | CellKind::ListLiteral) {
+                Some((0, 0))
+            } else {
+                None
+            },
+            queued: false,
+            listeners: if matches!(kind, CellKind::List | CellKind::ListLiteral) { Some(Vec::new()) } else { None },
+            nb_gradual_waiters: 0,
+            target: None,
+            proxy_listener: None,
+            notify_listener: false,
+        }
+    }
+
+    pub fn is_delayed(&self) -> bool {
+        matches!(self.kind, CellKind::Option | CellKind::List | CellKind::ListLiteral)
+    }
+}
+
+/// A key in a task's requirement table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Key {
+    Expr(ExprId),
+    Name(VarRef),
+    Collector(ExprId),
+    Promises,
+    Extra(u32),
+    Index(u32),
+}
+
+type Reqs = Vec<(Key, CellId)>;
+
+/// What a task does when its requirements are ready.
+enum Body {
+    /// Evaluate an expression and store it (`ExecutionUnit`), optionally as an attribute
+    /// assignment whose errors are wrapped (`SetAttributeHelper`).
+    Exec { target: CellId, promise: Option<PromiseId>, what: Exec, scope: ScopeId, attr: Option<AttrCtx> },
+    /// `x.a = e` after `x` is known.
+    SetAttr { stmt: StmtId, scope: ScopeId },
+    /// `a and b` / `a or b` after `a` is known.
+    Lazy { expr: ExprId, scope: ScopeId, target: CellId },
+    /// An index lookup once the query is known.
+    Lookup { expr: ExprId, scope: ScopeId, target: CellId },
+    /// `VariableReferenceHook`: resolve `base.name` and hand the cell to a resumer.
+    Hook { base: Option<ExprId>, name: Symbol, scope: ScopeId, resumer: Resumer, propagate_unset: bool, location: Location },
+    /// `is defined` waiting for the variable to be ready.
+    IsDefinedWait { cell: CellId, target: CellId, location: Location },
+    /// A conditional expression: first the condition, then the chosen branch.
+    Cond { src: CondSrc, scope: ScopeId, result: CellId, lhs: Option<CollectorId>, chosen: Option<bool> },
+    /// A list comprehension's iterable is complete.
+    Comp { helper: u32, scope: ScopeId },
+    /// All elements of a comprehension are computed.
+    CompFinal { helper: u32 },
+    /// A plugin call or cast (`FunctionUnit`).
+    Call { expr: ExprId, scope: ScopeId, result: CellId, args: Option<(Vec<Value>, Vec<(String, Value)>)> },
+}
+
+/// What a conditional task decides on: a `?:` expression, or a comprehension element's guard
+/// (whose else branch filters the element out).
+#[derive(Clone, Copy)]
+enum CondSrc {
+    Expr(ExprId),
+    Guard { helper: u32, unknown: bool },
+}
+
+#[derive(Clone, Copy)]
+enum Exec {
+    Expr(ExprId),
+    /// A comprehension element: its value, or the result of its guard task.
+    CompElement { helper: u32, unknown: bool, guarded: bool },
+    Stmt(StmtId),
+    SubCtor { instance: InstanceId, index: u32 },
+}
+
+#[derive(Clone, Copy)]
+struct AttrCtx {
+    instance: InstanceId,
+    attr: Symbol,
+    location: Location,
+}
+
+#[derive(Clone, Copy)]
+enum Resumer {
+    Reader(CellId),
+    Eager(u32),
+    IsDefined { target: CellId, location: Location },
+}
+
+pub struct Waiter {
+    waitcount: i64,
+    requires: Reqs,
+    body: Option<Body>,
+    pub done: bool,
+}
+
+/// Gradual listeners (`ResultCollector`s).
+enum Collector {
+    For { stmt: StmtId, scope: ScopeId, seen: HashSet<IdentityKey> },
+    /// A list cell receiving elements (`ListLiteral` or a relation).
+    Cell(CellId),
+    SetAttr { instance: InstanceId, attr: Symbol, next: CellId, location: Location },
+    IsDefined { target: CellId, location: Location },
+    Comp(u32),
+}
+
+impl Collector {
+    fn pure_gradual(&self) -> bool {
+        !matches!(self, Collector::IsDefined { .. })
+    }
+}
+
+/// What CPython's `id()` would consider the same object, as far as it matters for the `for`
+/// loop of 18.0.1 (which skips an element it has already seen by identity): `None`, booleans,
+/// small ints and strings are shared objects; other numbers are distinct objects.
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum IdentityKey {
+    Null,
+    Bool(bool),
+    SmallInt(i64),
+    Str(Arc<str>),
+    Instance(u32),
+    Unique(u64),
+}
+
+struct CompHelper {
+    expr: ExprId,
+    scope: ScopeId,
+    lhs: Option<CollectorId>,
+    results: Vec<CellId>,
+    complete: bool,
+    is_known: bool,
+    final_result: CellId,
+}
+
+struct EagerPromise {
+    promise: Option<PromiseId>,
+    fulfilled: bool,
+}
+
+struct Promise {
+    owner: CellId,
+    done: bool,
+}
+
+#[derive(Clone)]
+enum Scope {
+    Block { slots: Vec<(Symbol, CellId)>, parent: ScopeId },
+    Var { name: Symbol, cell: CellId, parent: ScopeId },
+    Ns { ns: NsId, parent: ScopeId },
+    Instance { instance: InstanceId, ns: NsId },
+    Root { ns: NsId },
+}
+
+pub struct Instance {
+    pub entity: EntityId,
+    pub slots: Vec<(Symbol, CellId)>,
+    pub self_cell: CellId,
+    pub locations: Vec<Location>,
+    pub implementations: Vec<weft_ir::program::ImplId>,
+}
+
+pub struct EntityState {
+    index: HashMap<String, InstanceId>,
+    index_queue: Vec<(String, Vec<(CellId, Location)>)>,
+    pub instances: Vec<InstanceId>,
+}
+
+/// The evaluator's state.
+pub struct Machine {
+    pub program: Arc<Program>,
+    pub cells: Vec<Cell>,
+    pub waiters: Vec<Waiter>,
+    collectors: Vec<Collector>,
+    scopes: Vec<Scope>,
+    promises: Vec<Promise>,
+    eager: Vec<EagerPromise>,
+    comps: Vec<CompHelper>,
+    pub instances: Vec<Instance>,
+    pub entities: Vec<EntityState>,
+    ns_scopes: Vec<ScopeId>,
+    /// FIFO of ready tasks.
+    pub run_queue: VecDeque<WaiterId>,
+    /// Delayed cells that may be complete, in the order they were queued.
+    pub wait_queue: VecDeque<CellId>,
+    /// Pending (not finished) tasks, in creation order.
+    pub all_waiters: indexmap_lite::OrderedSet,
+    host: Option<Box<dyn Host>>,
+    unique: u64,
+    symbols: Known,
+    /// Names that appear only as keys of `**` dictionaries, after the program's own names.
+    extra_names: Vec<String>,
+}
+
+struct Known {
+    self_: Symbol,
+}
+
+/// A small insertion-ordered set of waiter ids.
+pub mod indexmap_lite {
+    use std::collections::HashMap;
+
+    #[derive(Default)]
+    pub struct OrderedSet {
+        order: Vec<u32>,
+        position: HashMap<u32, usize>,
+        live: usize,
+    }
+
+    impl OrderedSet {
+        pub fn insert(&mut self, id: u32) {
+            self.position.insert(id, self.order.len());
+            self.order.push(id);
+            self.live += 1;
+        }
+
+        pub fn remove(&mut self, id: u32) {
+            if let Some(p) = self.position.remove(&id) {
+                self.order[p] = u32::MAX;
+                self.live -= 1;
+                if self.order.len() > 1024 && self.live * 2 < self.order.len() {
+                    self.order.retain(|&x| x != u32::MAX);
+                    for (i, &x) in self.order.iter().enumerate() {
+                        self.position.insert(x, i);
+                    }
+                }
+            }
+        }
+
+        pub fn is_empty(&self) -> bool {
+            self.live == 0
+        }
+
+        pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+            self.order.iter().copied().filter(|&x| x != u32::MAX)
+        }
+    }
+}
+
+impl Machine {
+    pub fn new(program: Arc<Program>, host: Box<dyn Host>) -> Self {
+        let self_ = program.names.iter().position(|n| n == "self").map(|i| Symbol::from_u32(i as u32));
+        let entities = (0..program.entities.len())
+            .map(|_| EntityState { index: HashMap::new(), index_queue: Vec::new(), instances: Vec::new() })
+            .collect();
+        Machine {
+            program,
+            cells: Vec::new(),
+            waiters: Vec::new(),
+            collectors: Vec::new(),
+            scopes: Vec::new(),
+            promises: Vec::new(),
+            eager: Vec::new(),
+            comps: Vec::new(),
+            instances: Vec::new(),
+            entities,
+            ns_scopes: Vec::new(),
+            run_queue: VecDeque::new(),
+            wait_queue: VecDeque::new(),
+            all_waiters: Default::default(),
+            host: Some(host),
+            unique: 0,
+            extra_names: Vec::new(),
+            symbols: Known { self_: self_.unwrap_or(Symbol::from_u32(u32::MAX)) },
+        }
+    }
+
+    /// Runs `f` with the host.
+    pub fn with_host<T>(&mut self, f: impl FnOnce(&mut dyn Host) -> T) -> T {
+        let mut host = self.host.take().unwrap_or_else(|| Box::new(NoHost));
+        let r = f(host.as_mut());
+        self.host = Some(host);
+        r
+    }
+
+    fn prog(&self) -> Arc<Program> {
+        self.program.clone()
+    }
+
+    /// The text of a symbol, including names that only `**` dictionaries introduced.
+    pub fn sym_name(&self, s: Symbol) -> &str {
+        let i = s.as_u32() as usize;
+        match self.program.names.get(i) {
+            Some(n) => n,
+            None => &self.extra_names[i - self.program.names.len()],
+        }
+    }
+
+    // ----- cells -------------------------------------------------------------------------
+
+    fn new_cell(&mut self, kind: CellKind) -> CellId {
+        let id = self.cells.len() as CellId;
+        self.cells.push(Cell::new(kind));
+        if self.cells[id as usize].is_delayed() && self.can_get(id) {
+            self.queue(id);
+        }
+        id
+    }
+
+    fn plain_with(&mut self, value: Value, location: Option<Location>) -> CellId {
+        let id = self.new_cell(CellKind::Plain);
+        let c = &mut self.cells[id as usize];
+        c.value = Some(value);
+        c.has_value = true;
+        c.location = location;
+        id
+    }
+
+    pub fn is_ready(&self, cell: CellId) -> bool {
+        let c = &self.cells[cell as usize];
+        if c.kind == CellKind::Proxy {
+            return c.target.is_some_and(|t| self.is_ready(t));
+        }
+        c.has_value
+    }
+
+    fn waiting_providers(&self, cell: CellId) -> i64 {
+        match self.cells[cell as usize].promises {
+            Some((acquired, done)) => acquired as i64 - done as i64,
+            None => 0,
+        }
+    }
+
+    pub fn outstanding_providers(&self, cell: CellId) -> i64 {
+        self.waiting_providers(cell)
+    }
+
+    fn relation_bounds(&self, cell: CellId) -> Option<(i64, Option<i64>)> {
+        let (_, attr) = self.cells[cell as usize].owner?;
+        match self.program.attribute(attr).kind {
+            AttributeKind::Relation(r) => Some((r.lower, r.upper)),
+            _ => None,
+        }
+    }
+
+    fn can_get(&self, cell: CellId) -> bool {
+        let c = &self.cells[cell as usize];
+        match c.kind {
+            CellKind::List => {
+                let low = self.relation_bounds(cell).map(|b| b.0).unwrap_or(0);
+                c.items.len() as i64 >= low && self.waiting_providers(cell) == 0
+            }
+            CellKind::Option | CellKind::ListLiteral => self.waiting_providers(cell) == 0,
+            _ => c.has_value,
+        }
+    }
+
+    /// Whether a delayed cell could be frozen now (no outstanding providers, enough elements).
+    pub fn could_complete(&self, cell: CellId) -> bool {
+        self.can_get(cell)
+    }
+
+    pub fn progress_potential(&self, cell: CellId) -> i64 {
+        let c = &self.cells[cell as usize];
+        c.waiters.len() as i64 - c.nb_gradual_waiters
+    }
+
+    pub fn is_relation(&self, cell: CellId) -> bool {
+        matches!(self.cells[cell as usize].kind, CellKind::Option | CellKind::List)
+    }
+
+    fn queue(&mut self, cell: CellId) {
+        let c = &mut self.cells[cell as usize];
+        if c.queued {
+            return;
+        }
+        c.queued = true;
+        self.wait_queue.push_back(cell);
+    }
+
+    pub fn unqueue(&mut self, cell: CellId) {
+        self.cells[cell as usize].queued = false;
+    }
+
+    /// Freezes a delayed cell: it takes no more values and its waiters are released.
+    pub fn freeze(&mut self, cell: CellId) {
+        let c = &mut self.cells[cell as usize];
+        if c.has_value {
+            return;
+        }
+        c.queued = true;
+        c.has_value = true;
+        c.promises = None;
+        c.listeners = None;
+        let waiters = std::mem::take(&mut c.waiters);
+        for w in waiters {
+            self.ready(w);
+        }
+    }
+
+    fn get_promise(&mut self, cell: CellId) -> Option<PromiseId> {
+        let c = &mut self.cells[cell as usize];
+        let (acquired, _) = c.promises.as_mut()?;
+        *acquired += 1;
+        let id = self.promises.len() as PromiseId;
+        self.promises.push(Promise { owner: cell, done: false });
+        Some(id)
+    }
+
+    fn fulfill(&mut self, promise: PromiseId) {
+        let p = &mut self.promises[promise as usize];
+        if p.done {
+            return;
+        }
+        p.done = true;
+        let cell = p.owner;
+        let kind = self.cells[cell as usize].kind;
+        match self.cells[cell as usize].promises.as_mut() {
+            Some((_, done)) => *done += 1,
+            None => return,
+        }
+        if self.can_get(cell) {
+            self.queue(cell);
+        }
+        if kind == CellKind::ListLiteral && self.waiting_providers(cell) == 0 {
+            self.freeze(cell);
+        }
+    }
+
+    fn wait_for(&mut self, waiter: WaiterId, cell: CellId) {
+        self.waiters[waiter as usize].waitcount += 1;
+        self.register(cell, waiter);
+    }
+
+    fn register(&mut self, cell: CellId, waiter: WaiterId) {
+        let c = &mut self.cells[cell as usize];
+        if c.kind == CellKind::Proxy {
+            match c.target {
+                Some(t) => self.register(t, waiter),
+                None => c.waiters.push(waiter),
+            }
+            return;
+        }
+        if c.has_value {
+            self.ready(waiter);
+        } else {
+            c.waiters.push(waiter);
+        }
+    }
+
+    fn ready(&mut self, waiter: WaiterId) {
+        let w = &mut self.waiters[waiter as usize];
+        w.waitcount -= 1;
+        if w.waitcount == 0 {
+            self.run_queue.push_back(waiter);
+        }
+    }
+
+    fn notify(&mut self, cell: CellId) {
+        let waiters = std::mem::take(&mut self.cells[cell as usize].waiters);
+        for w in waiters {
+            self.ready(w);
+        }
+    }
+
+    fn spawn(&mut self, requires: Reqs, body: Body) -> WaiterId {
+        let id = self.waiters.len() as WaiterId;
+        self.waiters.push(Waiter { waitcount: 1, requires: Vec::new(), body: Some(body), done: false });
+        self.all_waiters.insert(id);
+        for &(_, cell) in &requires {
+            self.wait_for(id, cell);
+        }
+        self.waiters[id as usize].requires = requires;
+        self.ready(id);
+        id
+    }
+
+    /// Where a pending task's code is, for "not all statements executed".
+    pub fn waiter_location(&self, waiter: WaiterId) -> Option<Location> {
+        let p = &self.program;
+        match self.waiters[waiter as usize].body.as_ref()? {
+            Body::Exec { what: Exec::Expr(e), .. } => Some(p.expr(*e).location),
+            Body::Exec { what: Exec::Stmt(s), .. } | Body::SetAttr { stmt: s, .. } => Some(p.stmt(*s).location),
+            Body::Lazy { expr, .. } | Body::Lookup { expr, .. } | Body::Call { expr, .. } => Some(p.expr(*expr).location),
+            Body::Hook { location, .. } | Body::IsDefinedWait { location, .. } => Some(*location),
+            _ => None,
+        }
+    }
+
+    /// The requirement cells of a pending task (following proxies), for wait-cycle breaking.
+    pub fn requirement_cells(&self, waiter: WaiterId) -> Vec<CellId> {
+        self.waiters[waiter as usize]
+            .requires
+            .iter()
+            .filter_map(|&(_, c)| {
+                let mut c = c;
+                loop {
+                    let cell = &self.cells[c as usize];
+                    if cell.kind != CellKind::Proxy {
+                        return Some(c);
+                    }
+                    c = cell.target?;
+                }
+            })
+            .collect()
+    }
+
+    pub fn has_value(&self, cell: CellId) -> bool {
+        self.cells[cell as usize].has_value
+    }
+
+    // ----- values of cells ----------------------------------------------------------------
+
+    fn get_value(&mut self, cell: CellId) -> R<Value> {
+        let kind = self.cells[cell as usize].kind;
+        match kind {
+            CellKind::Proxy => {
+                let target = self.cells[cell as usize].target.ok_or_else(|| rt("proxy not connected"))?;
+                let value = self.get_value(target)?;
+                if self.cells[cell as usize].notify_listener {
+                    let (collector, location) = self.cells[cell as usize].proxy_listener.take().expect("listener");
+                    self.cells[cell as usize].notify_listener = false;
+                    self.receive_flatten(collector, value.clone(), location)?;
+                }
+                Ok(value)
+            }
+            CellKind::List | CellKind::ListLiteral => {
+                let c = &self.cells[cell as usize];
+                if !c.has_value {
+                    return Err(EvalError { unset: Some(cell), ..rt("Value not available") });
+                }
+                Ok(Value::List(Arc::from(c.items.clone())))
+            }
+            CellKind::Option => {
+                let c = &self.cells[cell as usize];
+                if !c.has_value {
+                    return Err(EvalError { unset: Some(cell), ..rt("Value not available") });
+                }
+                match &c.value {
+                    Some(v) if !matches!(v, Value::Null) => Ok(v.clone()),
+                    _ => {
+                        let (inst, attr) = c.owner.expect("relation cell");
+                        let p = self.prog();
+                        let a = p.attribute(attr);
+                        Err(EvalError::new(
+                            ErrorKind::OptionalValueException,
+                            format!(
+                                "Optional variable accessed that has no value (attribute `{}.{}` of `{}`)",
+                                p.entity(a.entity).name,
+                                p.name(a.name),
+                                self.instance_display(inst)
+                            ),
+                        ))
+                    }
+                }
+            }
+            _ => {
+                let c = &self.cells[cell as usize];
+                if !c.has_value {
+                    return Err(EvalError { unset: Some(cell), ..rt("Value not available") });
+                }
+                Ok(c.value.clone().unwrap_or(Value::Null))
+            }
+        }
+    }
+
+    /// The value of a ready cell for the final checks and plugins (lists for relations).
+    pub fn peek(&self, cell: CellId) -> Option<Value> {
+        let c = &self.cells[cell as usize];
+        match c.kind {
+            CellKind::List | CellKind::ListLiteral => Some(Value::List(Arc::from(c.items.clone()))),
+            CellKind::Proxy => c.target.and_then(|t| self.peek(t)),
+            _ => c.value.clone(),
+        }
+    }
+
+    /// Reads a cell for a plugin: `Err(cell)` when it is not ready yet.
+    pub fn read_for_plugin(&mut self, cell: CellId) -> R<Value> {
+        self.get_value(cell)
+    }
+
+    // ----- listeners ----------------------------------------------------------------------
+
+    /// Registers a gradual listener; false when the cell does not support listening.
+    fn listen(&mut self, cell: CellId, collector: CollectorId, location: Location) -> R<bool> {
+        let kind = self.cells[cell as usize].kind;
+        match kind {
+            CellKind::List | CellKind::ListLiteral => {
+                let items = self.cells[cell as usize].items.clone();
+                for v in items {
+                    self.receive(collector, v, location)?;
+                }
+                let pure = self.collectors[collector as usize].pure_gradual();
+                let c = &mut self.cells[cell as usize];
+                if !c.has_value {
+                    let listeners = c.listeners.get_or_insert_with(Vec::new);
+                    if listeners.contains(&collector) {
+                        c.nb_gradual_waiters += 1;
+                        return Ok(true);
+                    }
+                    listeners.push(collector);
+                    if pure {
+                        c.nb_gradual_waiters += 1;
+                    }
+                }
+                Ok(true)
+            }
+            CellKind::Proxy => Ok(false),
+            _ => {
+                // A plain cell holding a single element of a gradual list (a comprehension's
+                // loop variable) reports it at once; other plain cells do not listen.
+                Ok(false)
+            }
+        }
+    }
+
+    fn receive_flatten(&mut self, collector: CollectorId, value: Value, location: Location) -> R<bool> {
+        match value {
+            Value::List(items) => {
+                for v in items.iter() {
+                    if self.receive(collector, v.clone(), location)? {
+                        return Ok(true);
+                    }
+                }
+                Ok(false)
+            }
+            other => self.receive(collector, other, location),
+        }
+    }
+
+    /// Delivers one element to a collector; true when it needs no more.
+    fn receive(&mut self, collector: CollectorId, value: Value, location: Location) -> R<bool> {
+        match &mut self.collectors[collector as usize] {
+            Collector::For { stmt, scope, seen } => {
+                if matches!(value, Value::Unknown) {
+                    return Ok(false);
+                }
+                let key = match &value {
+                    Value::Null => IdentityKey::Null,
+                    Value::Bool(b) => IdentityKey::Bool(*b),
+                    Value::Int(i) if (-5..=256).contains(i) => IdentityKey::SmallInt(*i),
+                    Value::Str(s) => IdentityKey::Str(s.clone()),
+                    Value::Instance(i) => IdentityKey::Instance(*i),
+                    _ => {
+                        self.unique += 1;
+                        IdentityKey::Unique(self.unique)
+                    }
+                };
+                if !seen.insert(key) {
+                    return Ok(false);
+                }
+                let (stmt, scope) = (*stmt, *scope);
+                let p = self.prog();
+                let StmtKind::For { var, body, .. } = p.stmt(stmt).kind else { unreachable!() };
+                let ns = p.block(body).ns;
+                let ns_scope = self.push_scope(Scope::Ns { ns, parent: scope });
+                let ctx = self.block_context(body, ns_scope);
+                let loop_cell = self.lookup_in(ctx, VarRef::Name(var), None).expect("loop variable");
+                let stmt_location = p.stmt(stmt).location;
+                self.set_cell(loop_cell, value, stmt_location, true)?;
+                self.emit_block(body, ctx)?;
+                Ok(false)
+            }
+            Collector::Cell(cell) => {
+                let cell = *cell;
+                self.set_cell(cell, value, location, true)?;
+                Ok(false)
+            }
+            Collector::SetAttr { instance, attr, next, location: stmt_location } => {
+                let (instance, attr, next, stmt_location) = (*instance, *attr, *next, *stmt_location);
+                match self.set_cell(next, value, location, true) {
+                    Ok(()) => Ok(false),
+                    Err(e) if e.kind == ErrorKind::AttributeException => Err(e.at(stmt_location)),
+                    Err(e) => Err(self.attribute_error(instance, attr, e.at(stmt_location)).at(stmt_location)),
+                }
+            }
+            Collector::IsDefined { target, location: owner } => {
+                if matches!(value, Value::Unknown) {
+                    return Ok(false);
+                }
+                let (target, owner) = (*target, *owner);
+                self.set_cell(target, Value::Bool(true), owner, true)?;
+                Ok(true)
+            }
+            Collector::Comp(helper) => {
+                let helper = *helper;
+                self.comp_receive(helper, value, location)?;
+                Ok(false)
+            }
+        }
+    }
+
+    fn notify_listeners(&mut self, cell: CellId, value: &Value, location: Location) -> R<()> {
+        let Some(listeners) = self.cells[cell as usize].listeners.clone() else { return Ok(()) };
+        for collector in listeners {
+            let done = self.receive(collector, value.clone(), location)?;
+            if done {
+                let pure = self.collectors[collector as usize].pure_gradual();
+                if let Some(ls) = self.cells[cell as usize].listeners.as_mut() {
+                    ls.retain(|&c| c != collector);
+                    if !pure {
+                        self.cells[cell as usize].nb_gradual_waiters += 1;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn connect_proxy(&mut self, proxy: CellId, target: CellId) -> R<()> {
+        self.cells[proxy as usize].target = Some(target);
+        if let Some((collector, location)) = self.cells[proxy as usize].proxy_listener {
+            if self.listen(target, collector, location)? {
+                self.cells[proxy as usize].proxy_listener = None;
+            } else {
+                self.cells[proxy as usize].notify_listener = true;
+            }
+        }
+        let waiters = std::mem::take(&mut self.cells[proxy as usize].waiters);
+        for w in waiters {
+            self.register(target, w);
+        }
+        Ok(())
+    }
+
+    // ----- setting values -----------------------------------------------------------------
+
+    fn instance_of(&self, v: &Value) -> Option<InstanceId> {
+        match v {
+            Value::Instance(i) => Some(*i),
+            _ => None,
+        }
+    }
+
+    /// Sets a value into a cell (the reference's `set_value`), with type checks, double
+    /// binding of relations and listener notification. `recur` sets the inverse end too.
+    fn set_cell(&mut self, cell: CellId, value: Value, location: Location, recur: bool) -> R<()> {
+        let kind = self.cells[cell as usize].kind;
+        match kind {
+            CellKind::Plain | CellKind::Single | CellKind::Proxy => {
+                if self.cells[cell as usize].has_value {
+                    let old = self.cells[cell as usize].value.clone().unwrap_or(Value::Null);
+                    if !old.py_eq(&value) {
+                        return Err(self.double_set(cell, &old, &value, location));
+                    }
+                    return Ok(());
+                }
+                if !matches!(value, Value::Unknown) {
+                    self.validate_cell(cell, &value)?;
+                }
+                let c = &mut self.cells[cell as usize];
+                c.value = Some(value.clone());
+                c.location = Some(location);
+                c.has_value = true;
+                if kind == CellKind::Single && recur {
+                    self.set_inverse(cell, &value, location)?;
+                }
+                self.notify(cell);
+                Ok(())
+            }
+            CellKind::Option => {
+                if self.cells[cell as usize].has_value {
+                    let old = self.cells[cell as usize].value.clone();
+                    match old {
+                        None | Some(Value::Null) => {
+                            if matches!(value, Value::Null) {
+                                return Ok(());
+                            }
+                            return Err(self.modified_after_freeze(cell, &value, location));
+                        }
+                        Some(old) => {
+                            if !old.py_eq(&value) {
+                                return Err(self.double_set(cell, &old, &value, location));
+                            }
+                            // Equal value: the reference sets it again, which changes nothing.
+                            return Ok(());
+                        }
+                    }
+                }
+                if !matches!(value, Value::Unknown | Value::Null) {
+                    self.validate_cell(cell, &value)?;
+                }
+                if recur && self.instance_of(&value).is_some() {
+                    self.set_inverse(cell, &value, location)?;
+                }
+                let c = &mut self.cells[cell as usize];
+                c.value = Some(value);
+                c.location = Some(location);
+                self.freeze(cell);
+                Ok(())
+            }
+            CellKind::List | CellKind::ListLiteral => {
+                if kind == CellKind::List && matches!(value, Value::Null) {
+                    if !self.cells[cell as usize].items.is_empty() {
+                        let (inst, attr) = self.cells[cell as usize].owner.expect("relation");
+                        let values: Vec<String> =
+                            self.cells[cell as usize].items.clone().iter().map(|v| self.display_value(v)).collect();
+                        return Err(rt(format!(
+                            "Trying to set relation attribute `{}` of instance `{}` to null but it has values `{}` assigned already",
+                            self.program.name(self.program.attribute(attr).name),
+                            self.instance_display(inst),
+                            values.join(", ")
+                        ))
+                        .at(location));
+                    }
+                    self.freeze(cell);
+                    return Ok(());
+                }
+                if let Value::List(items) = &value {
+                    if self.cells[cell as usize].has_value {
+                        if items.is_empty() {
+                            return Ok(());
+                        }
+                        for v in items.iter() {
+                            if !self.contains_item(cell, v) {
+                                return Err(self.list_frozen_error(cell, v, location));
+                            }
+                        }
+                    }
+                    if items.is_empty() {
+                        if self.can_get(cell) {
+                            self.queue(cell);
+                        }
+                        return Ok(());
+                    }
+                    for v in items.iter() {
+                        self.set_cell(cell, v.clone(), location, recur)?;
+                    }
+                    return Ok(());
+                }
+                if self.cells[cell as usize].has_value {
+                    if self.contains_item(cell, &value) {
+                        return Ok(());
+                    }
+                    return Err(self.list_frozen_error(cell, &value, location));
+                }
+                self.validate_cell(cell, &value)?;
+                if self.contains_item(cell, &value) {
+                    if self.can_get(cell) {
+                        self.queue(cell);
+                    }
+                    return Ok(());
+                }
+                self.cells[cell as usize].items.push(value.clone());
+                self.notify_listeners(cell, &value, location)?;
+                if kind == CellKind::List {
+                    if recur {
+                        self.set_inverse(cell, &value, location)?;
+                    }
+                    if let Some((_, Some(high))) = self.relation_bounds(cell) {
+                        if self.cells[cell as usize].items.len() as i64 >= high {
+                            self.freeze(cell);
+                        }
+                    }
+                }
+                if self.can_get(cell) {
+                    self.queue(cell);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn contains_item(&self, cell: CellId, v: &Value) -> bool {
+        self.cells[cell as usize].items.iter().any(|x| x.py_eq(v))
+    }
+
+    fn list_frozen_error(&self, cell: CellId, value: &Value, location: Location) -> EvalError {
+        if let Some((inst, attr)) = self.cells[cell as usize].owner {
+            if let Some((_, Some(high))) = self.relation_bounds(cell) {
+                if self.cells[cell as usize].items.len() as i64 == high {
+                    return rt(format!(
+                        "Exceeded relation arity on attribute '{}' of instance '{}'",
+                        self.program.name(self.program.attribute(attr).name),
+                        self.instance_display(inst)
+                    ))
+                    .at(location);
+                }
+            }
+        }
+        self.modified_after_freeze(cell, value, location)
+    }
+
+    fn modified_after_freeze(&self, cell: CellId, value: &Value, location: Location) -> EvalError {
+        let what = match self.cells[cell as usize].owner {
+            Some((inst, attr)) => format!(
+                " The compiler guessed that the relation '{}' on {} would be complete, but the value {} was added at {}.",
+                self.program.name(self.program.attribute(attr).name),
+                self.instance_display(inst),
+                self.display_value(value),
+                self.program.location_text(location)
+            ),
+            None => String::new(),
+        };
+        EvalError::new(ErrorKind::ModifiedAfterFreezeException, format!("List modified after freeze.{what}")).at(location)
+    }
+
+    fn double_set(&self, cell: CellId, old: &Value, new: &Value, location: Location) -> EvalError {
+        let old_at = self.cells[cell as usize].location.map(|l| self.program.location_text(l)).unwrap_or_default();
+        EvalError::new(
+            ErrorKind::DoubleSetException,
+            format!(
+                "value set twice:\n\told value: {}\n\t\tset at {}\n\tnew value: {}\n\t\tset at {}\n",
+                self.display_value(old),
+                old_at,
+                self.display_value(new),
+                self.program.location_text(location)
+            ),
+        )
+        .at(location)
+    }
+
+    fn set_inverse(&mut self, cell: CellId, value: &Value, location: Location) -> R<()> {
+        let Some((me, attr)) = self.cells[cell as usize].owner else { return Ok(()) };
+        let AttributeKind::Relation(end) = self.program.attribute(attr).kind else { return Ok(()) };
+        let Some(inverse) = end.inverse else { return Ok(()) };
+        let Some(other) = self.instance_of(value) else { return Ok(()) };
+        let name = self.program.attribute(inverse).name;
+        self.set_attribute(other, name, Value::Instance(me), location, false)
+    }
+
+    /// `instance.set_attribute`: failures are wrapped in an `AttributeException`.
+    fn set_attribute(&mut self, inst: InstanceId, name: Symbol, value: Value, location: Location, recur: bool) -> R<()> {
+        let Some(cell) = self.slot(inst, name) else {
+            return Err(EvalError::new(
+                ErrorKind::NotFoundException,
+                format!(
+                    "cannot set attribute with name {} on type {}",
+                    self.program.name(name),
+                    self.program.entity(self.instances[inst as usize].entity).name
+                ),
+            ));
+        };
+        match self.set_cell(cell, value, location, recur) {
+            Ok(()) => Ok(()),
+            Err(e) => Err(self.attribute_error(inst, name, e)),
+        }
+    }
+
+    fn attribute_error(&self, inst: InstanceId, name: Symbol, cause: EvalError) -> EvalError {
+        let message = format!(
+            "Could not set attribute `{}` on instance `{}`",
+            self.program.name(name),
+            self.instance_display(inst)
+        );
+        let location = cause.location;
+        let mut e = EvalError::wrap(ErrorKind::AttributeException, message, cause);
+        e.location = location;
+        e
+    }
+
+    pub fn slot(&self, inst: InstanceId, name: Symbol) -> Option<CellId> {
+        self.instances[inst as usize].slots.iter().find(|(n, _)| *n == name).map(|s| s.1)
+    }
+
+    pub fn instance_display(&self, inst: InstanceId) -> String {
+        let i = &self.instances[inst as usize];
+        let locations: Vec<String> = i.locations.iter().map(|l| self.program.location_text(*l)).collect();
+        format!("{} (instantiated at {})", self.program.entity(i.entity).name, locations.join(","))
+    }
+
+    /// Python `str()` of a value, instances as the reference prints them.
+    pub fn display_value(&self, v: &Value) -> String {
+        match v {
+            Value::Str(s) => s.to_string(),
+            Value::Instance(i) => self.instance_display(*i),
+            other => other.repr_with("None", &|i| self.instance_display(i)),
+        }
+    }
+
+    // ----- types --------------------------------------------------------------------------
+
+    fn validate_cell(&mut self, cell: CellId, value: &Value) -> R<()> {
+        match self.cells[cell as usize].ty {
+            CellType::None => Ok(()),
+            CellType::Bool => {
+                if matches!(value, Value::Bool(_)) {
+                    Ok(())
+                } else {
+                    Err(rt(format!("Invalid value '{}', expected bool", self.display_value(value))))
+                }
+            }
+            CellType::Entity(e) => self.validate_entity(e, value),
+            CellType::Value(t) => self.validate_value_type(t, value),
+        }
+    }
+
+    fn validate_entity(&self, entity: EntityId, value: &Value) -> R<()> {
+        let p = &self.program;
+        match value {
+            Value::Instance(i) => {
+                let ty = self.instances[*i as usize].entity;
+                if p.is_subclass(ty, entity) {
+                    Ok(())
+                } else {
+                    Err(rt(format!(
+                        "Invalid class type for {}, should be {}",
+                        self.instance_display(*i),
+                        p.entity(entity).name
+                    )))
+                }
+            }
+            other => Err(rt(format!(
+                "Invalid type for value '{}', should be type {}",
+                self.display_value(other),
+                p.entity(entity).name
+            ))),
+        }
+    }
+
+    /// Validates a value against an attribute type (references allowed, as for attributes).
+    pub fn validate_value_type(&mut self, t: ValueType, value: &Value) -> R<()> {
+        if matches!(value, Value::Reference(_)) {
+            return Ok(());
+        }
+        if matches!(value, Value::Null) {
+            if t.nullable {
+                return Ok(());
+            }
+            let name = self.type_name(t);
+            return Err(rt(format!("Invalid value 'null', expected {name}")));
+        }
+        if t.list {
+            let Value::List(items) = value else {
+                return Err(rt(format!("Invalid value '{}', expected list", self.display_value(value))));
+            };
+            for item in items.iter() {
+                if matches!(item, Value::Reference(_) | Value::Unknown) {
+                    continue;
+                }
+                self.validate_base(t.base, item)?;
+            }
+            return Ok(());
+        }
+        self.validate_base(t.base, value)
+    }
+
+    fn type_name(&self, t: ValueType) -> String {
+        let base = match t.base {
+            BaseType::Primitive(p) => p.name().to_string(),
+            BaseType::Typedef(td) => self.program.typedefs[td.index()].name.clone(),
+        };
+        format!("{base}{}", if t.list { "[]" } else { "" })
+    }
+
+    fn validate_base(&mut self, base: BaseType, value: &Value) -> R<()> {
+        match base {
+            BaseType::Primitive(p) => self.validate_primitive(p, value),
+            BaseType::Typedef(td) => {
+                let prog = self.prog();
+                let typedef = &prog.typedefs[td.index()];
+                self.validate_base(typedef.base, value)?;
+                let ok = match &typedef.constraint {
+                    Constraint::Regex(pattern) => match value {
+                        Value::Str(s) => regex_match(pattern, s),
+                        other => {
+                            return Err(typing(format!(
+                                "Regex can only be match with strings. {} is of type {}",
+                                self.display_value(other),
+                                other.type_name()
+                            )));
+                        }
+                    },
+                    Constraint::Expr(e) => {
+                        let result = self.eval_direct(*e, value)?;
+                        result.truthy()
+                    }
+                };
+                if ok {
+                    Ok(())
+                } else {
+                    let constraint = match &typedef.constraint {
+                        Constraint::Regex(p) => format!("/{p}/"),
+                        Constraint::Expr(_) => "expression".to_string(),
+                    };
+                    Err(rt(format!(
+                        "Invalid value {}, does not match constraint `{constraint}`",
+                        value.repr_with("None", &|i| self.instance_display(i))
+                    )))
+                }
+            }
+        }
+    }
+
+    fn validate_primitive(&self, p: Primitive, value: &Value) -> R<()> {
+        let ok = match p {
+            Primitive::String => matches!(value, Value::Str(_)),
+            Primitive::Int => value.is_integral(),
+            Primitive::Float => matches!(value, Value::Float(_)),
+            Primitive::Number => value.is_number(),
+            Primitive::Bool => matches!(value, Value::Bool(_)),
+            Primitive::List => match value {
+                Value::List(items) => {
+                    for i in items.iter() {
+                        self.validate_literal(i)?;
+                    }
+                    true
+                }
+                _ => false,
+            },
+            Primitive::Dict => match value {
+                Value::Dict(items) => {
+                    for (_, i) in items.iter() {
+                        self.validate_literal(i)?;
+                    }
+                    true
+                }
+                _ => false,
+            },
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(rt(format!("Invalid value '{}', expected {}", self.display_value(value), p.name())))
+        }
+    }
+
+    fn validate_literal(&self, v: &Value) -> R<()> {
+        match v {
+            Value::Instance(_) => Err(rt(format!("Invalid value '{}', expected Literal", self.display_value(v)))),
+            Value::List(items) => items.iter().try_for_each(|i| self.validate_literal(i)),
+            Value::Dict(items) => items.iter().try_for_each(|(_, i)| self.validate_literal(i)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Evaluates a typedef constraint with only `self` bound (the reference's direct execution).
+    fn eval_direct(&mut self, expr: ExprId, self_value: &Value) -> R<Value> {
+        let p = self.prog();
+        let e = p.expr(expr);
+        let sub = |m: &mut Machine, id: ExprId| m.eval_direct(id, self_value);
+        Ok(match &e.kind {
+            ExprKind::Const(v) => v.clone(),
+            ExprKind::Var(VarRef::Name(n)) if *n == self.symbols.self_ => self_value.clone(),
+            ExprKind::Var(_) => {
+                return Err(EvalError::new(
+                    ErrorKind::NotFoundException,
+                    "Unable to resolve variable: a type constraint can not reference variables.",
+                ));
+            }
+            ExprKind::Not(a) => {
+                let v = sub(self, *a)?;
+                match v {
+                    Value::Bool(b) => Value::Bool(!b),
+                    other => return Err(rt(format!("Invalid value `{}`: `not` expects a boolean", self.display_value(&other)))),
+                }
+            }
+            ExprKind::Binary { op, lhs, rhs } => {
+                let a = sub(self, *lhs)?;
+                let b = sub(self, *rhs)?;
+                self.binary(*op, a, b)?
+            }
+            ExprKind::And { lhs, rhs } | ExprKind::Or { lhs, rhs } => {
+                let is_and = matches!(e.kind, ExprKind::And { .. });
+                let a = sub(self, *lhs)?;
+                let Value::Bool(av) = a else {
+                    return Err(rt(format!("Invalid left hand value `{}`: `{}` expects a boolean", self.display_value(&a), if is_and { "and" } else { "or" })));
+                };
+                if av != is_and {
+                    Value::Bool(av)
+                } else {
+                    sub(self, *rhs)?
+                }
+            }
+            ExprKind::List(items) => {
+                let mut out = Vec::new();
+                for i in items {
+                    match sub(self, *i)? {
+                        Value::List(inner) => out.extend(inner.iter().cloned()),
+                        v => out.push(v),
+                    }
+                }
+                Value::List(Arc::from(out))
+            }
+            ExprKind::Dict(entries) => {
+                let mut out = Vec::new();
+                for (k, v) in entries {
+                    out.push((k.clone(), sub(self, *v)?));
+                }
+                Value::Dict(Arc::from(out))
+            }
+            ExprKind::Cond { cond, then, otherwise } => match sub(self, *cond)? {
+                Value::Bool(true) => sub(self, *then)?,
+                Value::Bool(false) => sub(self, *otherwise)?,
+                other => return Err(rt(format!("Invalid value `{}`: the condition for a conditional expression must be a boolean expression", self.display_value(&other)))),
+            },
+            ExprKind::Subscript { map, key } => {
+                let m = sub(self, *map)?;
+                let k = sub(self, *key)?;
+                self.subscript(m, k)?
+            }
+            ExprKind::Call { callee, args, kwargs, .. } => {
+                let mut a = Vec::new();
+                for x in args {
+                    a.push(sub(self, *x)?);
+                }
+                let mut kw = Vec::new();
+                for (k, x) in kwargs {
+                    kw.push((p.name(*k).to_string(), sub(self, *x)?));
+                }
+                match callee {
+                    Callee::Cast(prim) => cast(*prim, &a)?,
+                    Callee::Plugin(plugin) => {
+                        let mut host = self.host.take().unwrap_or_else(|| Box::new(NoHost));
+                        let r = host.call_plugin(self, u32::MAX, *plugin, a, kw);
+                        self.host = Some(host);
+                        match r {
+                            Ok(v) => v,
+                            Err(PluginFailure::Error(e)) => return Err(e),
+                            Err(PluginFailure::Unset(_)) => return Err(rt("unset value in a type constraint")),
+                        }
+                    }
+                }
+            }
+            _ => return Err(rt("this expression can not be executed in a type constraint")),
+        })
+    }
+
+    // ----- scopes -------------------------------------------------------------------------
+
+    fn push_scope(&mut self, scope: Scope) -> ScopeId {
+        self.scopes.push(scope);
+        (self.scopes.len() - 1) as ScopeId
+    }
+
+    /// A new execution context for a block: one fresh cell per declared variable.
+    fn block_context(&mut self, block: BlockId, parent: ScopeId) -> ScopeId {
+        let p = self.prog();
+        let mut slots: Vec<(Symbol, CellId)> = Vec::new();
+        for &v in &p.block(block).variables {
+            if !slots.iter().any(|(n, _)| *n == v) {
+                let cell = self.new_cell(CellKind::Plain);
+                slots.push((v, cell));
+            }
+        }
+        self.push_scope(Scope::Block { slots, parent })
+    }
+
+    /// Resolves a name as the reference's resolvers do.
+    fn lookup_in(&self, scope: ScopeId, name: VarRef, root: Option<NsId>) -> R<CellId> {
+        let name_sym = match name {
+            VarRef::Qualified(ns, sym) => return self.ns_lookup(ns, sym, name),
+            VarRef::Name(sym) => sym,
+        };
+        match &self.scopes[scope as usize] {
+            Scope::Block { slots, parent } => match slots.iter().find(|(n, _)| *n == name_sym) {
+                Some((_, c)) => Ok(*c),
+                None => self.lookup_in(*parent, name, root),
+            },
+            Scope::Var { name: n, cell, parent } => {
+                if root.is_none() && *n == name_sym {
+                    Ok(*cell)
+                } else {
+                    self.lookup_in(*parent, name, root)
+                }
+            }
+            Scope::Ns { ns, parent } => self.lookup_in(*parent, name, Some(root.unwrap_or(*ns))),
+            Scope::Instance { instance, ns } => {
+                if name_sym == self.symbols.self_ {
+                    return Ok(self.instances[*instance as usize].self_cell);
+                }
+                match self.slot(*instance, name_sym) {
+                    Some(c) => Ok(c),
+                    None => self.ns_lookup(root.unwrap_or(*ns), name_sym, name),
+                }
+            }
+            Scope::Root { ns } => self.ns_lookup(root.unwrap_or(*ns), name_sym, name),
+        }
+    }
+
+    fn ns_lookup(&self, ns: NsId, sym: Symbol, name: VarRef) -> R<CellId> {
+        let scope = self.ns_scopes[ns.index()];
+        if let Scope::Block { slots, .. } = &self.scopes[scope as usize] {
+            if let Some((_, c)) = slots.iter().find(|(n, _)| *n == sym) {
+                return Ok(*c);
+            }
+        }
+        let text = match name {
+            VarRef::Qualified(ns, s) => format!("{}::{}", self.program.namespaces[ns.index()].name, self.program.name(s)),
+            VarRef::Name(s) => self.program.name(s).to_string(),
+        };
+        Err(EvalError::new(ErrorKind::NotFoundException, format!("variable {text} not found")))
+    }
+
+    /// For plugins (templates): the value of a variable as seen from a scope.
+    pub fn lookup_value(&mut self, scope: ScopeId, name: &str) -> R<Value> {
+        let Some(pos) = self.program.names.iter().position(|n| n == name) else {
+            return Err(EvalError::new(ErrorKind::NotFoundException, format!("variable {name} not found")));
+        };
+        let sym = Symbol::from_u32(pos as u32);
+        let cell = self.lookup_in(scope, VarRef::Name(sym), None)?;
+        if !self.is_ready(cell) {
+            return Err(EvalError { unset: Some(cell), ..rt("Value not available") });
+        }
+        self.get_value(cell)
+    }
+
+    /// For plugins: an instance attribute, or the cell to wait for.
+    pub fn attribute_value(&mut self, inst: InstanceId, name: &str) -> R<Value> {
+        let Some(cell) = self.instances[inst as usize]
+            .slots
+            .iter()
+            .find(|(n, _)| self.program.name(*n) == name)
+            .map(|s| s.1)
+        else {
+            return Err(EvalError::new(
+                ErrorKind::NotFoundException,
+                format!("could not find attribute with name: {name} in type {}", self.program.entity(self.instances[inst as usize].entity).name),
+            ));
+        };
+        if !self.is_ready(cell) {
+            return Err(EvalError { unset: Some(cell), ..rt("Value not available") });
+        }
+        self.get_value(cell)
+    }
+
+    // ----- emission -----------------------------------------------------------------------
+
+    /// Creates the namespaces' execution contexts and emits every top-level block.
+    pub fn start(&mut self) -> R<()> {
+        let p = self.prog();
+        for (i, ns) in p.namespaces.iter().enumerate() {
+            let root = self.push_scope(Scope::Root { ns: NsId(i as u32) });
+            let ctx = self.block_context(ns.root, root);
+            self.ns_scopes.push(ctx);
+        }
+        for (i, ns) in p.namespaces.iter().enumerate() {
+            let ctx = self.ns_scopes[i];
+            self.emit_block(ns.root, ctx)?;
+        }
+        Ok(())
+    }
+
+    fn emit_block(&mut self, block: BlockId, ctx: ScopeId) -> R<()> {
+        let p = self.prog();
+        for &s in &p.block(block).stmts {
+            let location = p.stmt(s).location;
+            self.emit_stmt(s, ctx).map_err(|e| e.at(location))?;
+        }
+        Ok(())
+    }
+
+    fn emit_stmt(&mut self, stmt: StmtId, scope: ScopeId) -> R<()> {
+        let p = self.prog();
+        match &p.stmt(stmt).kind {
+            StmtKind::Assign { var, value } => {
+                let target = self.lookup_in(scope, VarRef::Name(*var), None)?;
+                let reqs = self.requires(*value, scope)?;
+                self.spawn(reqs, Body::Exec { target, promise: None, what: Exec::Expr(*value), scope, attr: None });
+            }
+            StmtKind::SetAttr { instance, .. } => {
+                let reqs = self.requires(*instance, scope)?;
+                self.spawn(reqs, Body::SetAttr { stmt, scope });
+            }
+            StmtKind::If { cond, then, otherwise } => {
+                let mut reqs = self.schedule_promises(&[*then, *otherwise], scope)?;
+                reqs.extend(self.requires(*cond, scope)?);
+                let target = self.new_cell(CellKind::Plain);
+                self.spawn(reqs, Body::Exec { target, promise: None, what: Exec::Stmt(stmt), scope, attr: None });
+            }
+            StmtKind::For { iterable, body, .. } => {
+                let mut reqs = self.schedule_promises(&[*body], scope)?;
+                let collector = self.add_collector(Collector::For { stmt, scope, seen: HashSet::new() });
+                reqs.extend(self.requires_gradual(*iterable, scope, collector)?);
+                let target = self.new_cell(CellKind::Plain);
+                self.spawn(reqs, Body::Exec { target, promise: None, what: Exec::Stmt(stmt), scope, attr: None });
+            }
+            StmtKind::Expr(e) => {
+                let reqs = self.requires(*e, scope)?;
+                let target = self.new_cell(CellKind::Plain);
+                self.spawn(reqs, Body::Exec { target, promise: None, what: Exec::Expr(*e), scope, attr: None });
+            }
+        }
+        Ok(())
+    }
+
+    fn add_collector(&mut self, c: Collector) -> CollectorId {
+        self.collectors.push(c);
+        (self.collectors.len() - 1) as CollectorId
+    }
+
+    /// Acquires the eager promises of the blocks an `if`/`for` owns.
+    fn schedule_promises(&mut self, blocks: &[BlockId], scope: ScopeId) -> R<Reqs> {
+        let p = self.prog();
+        let mut ids = Vec::new();
+        for b in blocks {
+            for promise in &p.block(*b).promises {
+                let id = self.eager.len() as u32;
+                self.eager.push(EagerPromise { promise: None, fulfilled: false });
+                let base = match p.expr(promise.instance).kind {
+                    _ => Some(promise.instance),
+                };
+                self.schedule_hook(base, promise.attribute, scope, Resumer::Eager(id), true, promise.location)?;
+                ids.push(id);
+            }
+        }
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let cell = self.plain_with(Value::List(Arc::from(ids.iter().map(|&i| Value::Int(i as i64)).collect::<Vec<_>>())), None);
+        Ok(vec![(Key::Promises, cell)])
+    }
+
+    fn schedule_hook(
+        &mut self,
+        base: Option<ExprId>,
+        name: Symbol,
+        scope: ScopeId,
+        resumer: Resumer,
+        propagate_unset: bool,
+        location: Location,
+    ) -> R<()> {
+        match base {
+            None => {
+                let cell = self.lookup_in(scope, VarRef::Name(name), None)?;
+                self.resume_variable(resumer, cell)
+            }
+            Some(b) => {
+                let reqs = self.requires(b, scope)?;
+                self.spawn(reqs, Body::Hook { base: Some(b), name, scope, resumer, propagate_unset, location });
+                Ok(())
+            }
+        }
+    }
+
+    fn resume_variable(&mut self, resumer: Resumer, cell: CellId) -> R<()> {
+        match resumer {
+            Resumer::Reader(proxy) => self.connect_proxy(proxy, cell),
+            Resumer::Eager(id) => {
+                if !self.eager[id as usize].fulfilled {
+                    let target = self.resolve_proxy(cell);
+                    let promise = self.get_promise(target);
+                    self.eager[id as usize].promise = promise;
+                }
+                Ok(())
+            }
+            Resumer::IsDefined { target, location } => {
+                if self.is_ready(cell) {
+                    let v = self.is_defined_value(cell);
+                    self.set_cell(target, v, location, true)
+                } else {
+                    let collector = self.add_collector(Collector::IsDefined { target, location });
+                    self.listen(cell, collector, location)?;
+                    self.spawn(vec![(Key::Extra(0), cell)], Body::IsDefinedWait { cell, target, location });
+                    Ok(())
+                }
+            }
+        }
+    }
+
+    fn resolve_proxy(&self, cell: CellId) -> CellId {
+        let c = &self.cells[cell as usize];
+        if c.kind == CellKind::Proxy {
+            if let Some(t) = c.target {
+                return self.resolve_proxy(t);
+            }
+        }
+        cell
+    }
+
+    fn is_defined_value(&mut self, cell: CellId) -> Value {
+        match self.get_value(cell) {
+            Ok(Value::Unknown) => Value::Unknown,
+            Ok(Value::List(items)) => {
+                if items.is_empty() {
+                    Value::Bool(false)
+                } else if items.iter().all(|v| matches!(v, Value::Unknown)) {
+                    Value::Unknown
+                } else {
+                    Value::Bool(true)
+                }
+            }
+            Ok(Value::Null) => Value::Bool(false),
+            Ok(_) => Value::Bool(true),
+            Err(_) => Value::Bool(false),
+        }
+    }
+
+    /// `requires_emit`: the cells an expression waits for, spawning sub-tasks.
+    fn requires(&mut self, expr: ExprId, scope: ScopeId) -> R<Reqs> {
+        let p = self.prog();
+        let e = p.expr(expr);
+        let location = e.location;
+        let mut reqs: Reqs = Vec::new();
+        match &e.kind {
+            ExprKind::Const(_) => {}
+            ExprKind::Var(name) => {
+                let cell = self.lookup_in(scope, *name, None).map_err(|err| err.at(location))?;
+                reqs.push((Key::Name(*name), cell));
+            }
+            ExprKind::Attr { base, name } => {
+                let proxy = self.new_cell(CellKind::Proxy);
+                self.schedule_hook(Some(*base), *name, scope, Resumer::Reader(proxy), false, location)?;
+                reqs.push((Key::Expr(expr), proxy));
+            }
+            ExprKind::Subscript { map, key } => {
+                reqs.extend(self.requires(*map, scope)?);
+                reqs.extend(self.requires(*key, scope)?);
+            }
+            ExprKind::Not(a) => reqs.extend(self.requires(*a, scope)?),
+            ExprKind::Binary { lhs, rhs, .. } => {
+                reqs.extend(self.requires(*lhs, scope)?);
+                reqs.extend(self.requires(*rhs, scope)?);
+            }
+            ExprKind::And { lhs, .. } | ExprKind::Or { lhs, .. } => {
+                let target = self.new_cell(CellKind::Plain);
+                self.cells[target as usize].ty = CellType::Bool;
+                let sub = self.requires(*lhs, scope)?;
+                self.spawn(sub, Body::Lazy { expr, scope, target });
+                reqs.push((Key::Expr(expr), target));
+            }
+            ExprKind::Cond { cond, .. } => {
+                let result = self.new_cell(CellKind::Plain);
+                let sub = self.requires(*cond, scope)?;
+                self.spawn(sub, Body::Cond { src: CondSrc::Expr(expr), scope, result, lhs: None, chosen: None });
+                reqs.push((Key::Expr(expr), result));
+            }
+            ExprKind::List(items) => {
+                for i in items {
+                    reqs.extend(self.requires(*i, scope)?);
+                }
+            }
+            ExprKind::Dict(entries) => {
+                for (_, v) in entries {
+                    reqs.extend(self.requires(*v, scope)?);
+                }
+            }
+            ExprKind::Format { parts, .. } => {
+                for (r, _) in parts {
+                    reqs.extend(self.requires(*r, scope)?);
+                }
+            }
+            ExprKind::FString { fields, .. } => {
+                for (r, _) in fields {
+                    reqs.extend(self.requires(*r, scope)?);
+                }
+            }
+            ExprKind::Call { args, kwargs, splats, .. } => {
+                let mut sub = Vec::new();
+                for a in args {
+                    sub.extend(self.requires(*a, scope)?);
+                }
+                for (_, a) in kwargs {
+                    sub.extend(self.requires(*a, scope)?);
+                }
+                for a in splats {
+                    sub.extend(self.requires(*a, scope)?);
+                }
+                let result = self.new_cell(CellKind::Plain);
+                self.spawn(sub, Body::Call { expr, scope, result, args: None });
+                reqs.push((Key::Expr(expr), result));
+            }
+            ExprKind::Construct(c) => {
+                let ctor = &p.ctors[c.index()];
+                for (_, v) in &ctor.direct {
+                    reqs.extend(self.requires(*v, scope)?);
+                }
+                for v in &ctor.splats {
+                    reqs.extend(self.requires(*v, scope)?);
+                }
+                if let Some((inst, _)) = ctor.lhs {
+                    reqs.extend(self.requires(inst, scope)?);
+                }
+            }
+            ExprKind::IndexLookup { entity, query, splats } => {
+                let mut sub = Vec::new();
+                for (_, v) in query {
+                    sub.extend(self.requires(*v, scope)?);
+                }
+                for v in splats {
+                    sub.extend(self.requires(*v, scope)?);
+                }
+                let target = self.new_cell(CellKind::Plain);
+                self.cells[target as usize].ty = CellType::Entity(*entity);
+                self.spawn(sub, Body::Lookup { expr, scope, target });
+                reqs.push((Key::Expr(expr), target));
+            }
+            ExprKind::SelectorLookup { base, query, splats, .. } => {
+                let mut sub = Vec::new();
+                for (_, v) in query {
+                    sub.extend(self.requires(*v, scope)?);
+                }
+                sub.extend(self.requires(*base, scope)?);
+                for v in splats {
+                    sub.extend(self.requires(*v, scope)?);
+                }
+                let target = self.new_cell(CellKind::Plain);
+                self.spawn(sub, Body::Lookup { expr, scope, target });
+                reqs.push((Key::Expr(expr), target));
+            }
+            ExprKind::ListComp { .. } => {
+                let result = self.list_comp(expr, scope, None)?;
+                reqs.push((Key::Expr(expr), result));
+            }
+            ExprKind::IsDefined { base, name } => {
+                let target = self.new_cell(CellKind::Plain);
+                self.schedule_hook(*base, *name, scope, Resumer::IsDefined { target, location }, false, location)?;
+                reqs.push((Key::Expr(expr), target));
+            }
+        }
+        Ok(reqs)
+    }
+
+    /// `requires_emit_gradual`: like [`Self::requires`], delivering the value's elements to
+    /// `collector` as they arrive where the expression allows it.
+    fn requires_gradual(&mut self, expr: ExprId, scope: ScopeId, collector: CollectorId) -> R<Reqs> {
+        let p = self.prog();
+        let e = p.expr(expr);
+        let location = e.location;
+        match &e.kind {
+            ExprKind::Var(_) => {
+                let mut reqs = self.requires(expr, scope)?;
+                let cell = reqs[0].1;
+                if !self.listen(cell, collector, location)? {
+                    let c = self.plain_with(Value::Int(collector as i64), None);
+                    reqs.push((Key::Collector(expr), c));
+                }
+                Ok(reqs)
+            }
+            ExprKind::Attr { base, name } => {
+                let proxy = self.new_cell(CellKind::Proxy);
+                self.cells[proxy as usize].proxy_listener = Some((collector, location));
+                self.schedule_hook(Some(*base), *name, scope, Resumer::Reader(proxy), false, location)?;
+                Ok(vec![(Key::Expr(expr), proxy)])
+            }
+            ExprKind::List(items) => {
+                let temp = self.new_cell(CellKind::ListLiteral);
+                self.listen(temp, collector, location)?;
+                let temp_collector = self.add_collector(Collector::Cell(temp));
+                for item in items {
+                    let promise = self.get_promise(temp);
+                    let reqs = self.requires_gradual(*item, scope, temp_collector)?;
+                    self.spawn(reqs, Body::Exec { target: temp, promise, what: Exec::Expr(*item), scope, attr: None });
+                }
+                if items.is_empty() {
+                    self.freeze(temp);
+                }
+                Ok(vec![(Key::Expr(expr), temp)])
+            }
+            ExprKind::Cond { cond, .. } => {
+                let result = self.new_cell(CellKind::Plain);
+                let sub = self.requires(*cond, scope)?;
+                self.spawn(sub, Body::Cond { src: CondSrc::Expr(expr), scope, result, lhs: Some(collector), chosen: None });
+                Ok(vec![(Key::Expr(expr), result)])
+            }
+            ExprKind::ListComp { .. } => {
+                let result = self.list_comp(expr, scope, Some(collector))?;
+                Ok(vec![(Key::Expr(expr), result)])
+            }
+            _ => {
+                let mut reqs = self.requires(expr, scope)?;
+                let c = self.plain_with(Value::Int(collector as i64), None);
+                reqs.push((Key::Collector(expr), c));
+                Ok(reqs)
+            }
+        }
+    }
+
+    fn list_comp(&mut self, expr: ExprId, scope: ScopeId, lhs: Option<CollectorId>) -> R<CellId> {
+        let p = self.prog();
+        let ExprKind::ListComp { iterable, .. } = p.expr(expr).kind else { unreachable!() };
+        let final_result = self.new_cell(CellKind::Plain);
+        let helper = self.comps.len() as u32;
+        self.comps.push(CompHelper {
+            expr,
+            scope,
+            lhs,
+            results: Vec::new(),
+            complete: false,
+            is_known: false,
+            final_result,
+        });
+        let reqs = match lhs {
+            None => self.requires(iterable, scope)?,
+            Some(_) => {
+                let c = self.add_collector(Collector::Comp(helper));
+                self.requires_gradual(iterable, scope, c)?
+            }
+        };
+        self.spawn(reqs, Body::Comp { helper, scope });
+        Ok(final_result)
+    }
+
+    fn comp_receive(&mut self, helper: u32, value: Value, _location: Location) -> R<()> {
+        let p = self.prog();
+        let h = &self.comps[helper as usize];
+        if h.complete {
+            return Err(rt("list comprehension helper received gradual result after it was declared complete"));
+        }
+        let (expr, scope, lhs) = (h.expr, h.scope, h.lhs);
+        let ExprKind::ListComp { element, var, guard, .. } = p.expr(expr).kind else { unreachable!() };
+        let location = p.expr(expr).location;
+        let element_cell = self.plain_with(value.clone(), Some(location));
+        let value_scope = self.push_scope(Scope::Var { name: var, cell: element_cell, parent: scope });
+        let result = self.new_cell(CellKind::Plain);
+        self.comps[helper as usize].results.push(result);
+        let unknown = matches!(value, Value::Unknown);
+        if !unknown {
+            self.comps[helper as usize].is_known = true;
+        }
+        // The element task evaluates `guard ? element : <filtered>`; an Unknown element passes
+        // through as is.
+        let reqs = match (guard, unknown, lhs) {
+            (Some(g), _, _) => {
+                let cond_result = self.new_cell(CellKind::Plain);
+                let sub = self.requires(g, value_scope)?;
+                self.spawn(sub, Body::Cond {
+                    src: CondSrc::Guard { helper, unknown },
+                    scope: value_scope,
+                    result: cond_result,
+                    lhs,
+                    chosen: None,
+                });
+                vec![(Key::Extra(1), cond_result)]
+            }
+            (None, true, _) => Vec::new(),
+            (None, false, None) => self.requires(element, value_scope)?,
+            (None, false, Some(c)) => self.requires_gradual(element, value_scope, c)?,
+        };
+        self.spawn(reqs, Body::Exec {
+            target: result,
+            promise: None,
+            what: Exec::CompElement { helper, unknown, guarded: guard.is_some() },
+            scope: value_scope,
+            attr: None,
+        });
+        Ok(())
+    }
+
+    fn comp_complete(&mut self, helper: u32, all: Value) -> R<()> {
+        let h = &self.comps[helper as usize];
+        if h.results.is_empty() {
+            let location = self.program.expr(h.expr).location;
+            let values: Vec<Value> = match all {
+                Value::Unknown => vec![Value::Unknown],
+                Value::List(items) => items.to_vec(),
+                other => vec![other],
+            };
+            for v in values {
+                self.comp_receive(helper, v, location)?;
+            }
+        }
+        self.comps[helper as usize].complete = true;
+        let reqs: Reqs = self.comps[helper as usize]
+            .results
+            .clone()
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| (Key::Index(i as u32), c))
+            .collect();
+        self.spawn(reqs, Body::CompFinal { helper });
+        Ok(())
+    }
+
+    // ----- execution ----------------------------------------------------------------------
+
+    /// Runs a ready task. `Ok(Some(cell))` asks the scheduler to requeue the task once `cell`
+    /// is ready (a plugin read an unset value).
+    pub fn execute(&mut self, waiter: WaiterId) -> R<Option<CellId>> {
+        let body = self.waiters[waiter as usize].body.take().expect("a task runs once");
+        let requires = self.waiters[waiter as usize].requires.clone();
+        match self.run_body(&body, &requires) {
+            Ok(()) => {
+                self.waiters[waiter as usize].done = true;
+                self.all_waiters.remove(waiter);
+                Ok(None)
+            }
+            Err(e) if e.unset.is_some() && matches!(body, Body::Call { .. }) => {
+                let cell = e.unset.expect("checked");
+                self.waiters[waiter as usize].body = Some(body);
+                let w = &mut self.waiters[waiter as usize];
+                w.requires.push((Key::Extra(w.requires.len() as u32), cell));
+                self.wait_for(waiter, cell);
+                Ok(Some(cell))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The values of a task's requirements, in order (proxies deliver to their listener).
+    fn values(&mut self, requires: &Reqs) -> R<HashMap<Key, Value>> {
+        let mut out = HashMap::with_capacity(requires.len());
+        for (k, c) in requires {
+            let v = self.get_value(*c)?;
+            out.insert(*k, v);
+        }
+        Ok(out)
+    }
+
+    fn run_body(&mut self, body: &Body, requires: &Reqs) -> R<()> {
+        let p = self.prog();
+        match *body {
+            Body::Exec { target, promise, what, scope, attr } => {
+                let result = (|| -> R<()> {
+                    let values = self.values(requires)?;
+                    let (value, location) = match what {
+                        Exec::CompElement { helper, unknown, guarded } => {
+                            let v = self.comp_element_value(helper, unknown, guarded, &values, scope)?;
+                            (v, p.expr(self.comps[helper as usize].expr).location)
+                        }
+                        Exec::Expr(e) => (self.eval(e, &values, scope)?, p.expr(e).location),
+                        Exec::Stmt(s) => {
+                            self.exec_stmt(s, &values, scope)?;
+                            return Ok(());
+                        }
+                        Exec::SubCtor { instance, index } => {
+                            self.exec_subctor(instance, index, &values)?;
+                            return Ok(());
+                        }
+                    };
+                    self.set_cell(target, value, location, true)?;
+                    if let Some(pr) = promise {
+                        self.fulfill(pr);
+                    }
+                    Ok(())
+                })();
+                match (result, attr) {
+                    (Ok(()), _) => Ok(()),
+                    (Err(e), Some(ctx)) => {
+                        if e.kind == ErrorKind::AttributeException {
+                            Err(e.at(ctx.location))
+                        } else {
+                            let mut e = e;
+                            if e.kind == ErrorKind::OptionalValueException {
+                                e.location = Some(ctx.location);
+                            }
+                            Err(self.attribute_error(ctx.instance, ctx.attr, e.at(ctx.location)).at(ctx.location))
+                        }
+                    }
+                    (Err(e), None) => Err(e),
+                }
+            }
+            Body::SetAttr { stmt, scope } => {
+                let StmtKind::SetAttr { instance, attribute, value, extend } = p.stmt(stmt).kind else { unreachable!() };
+                let location = p.stmt(stmt).location;
+                let values = self.values(requires)?;
+                let inst_value = self.eval(instance, &values, scope)?;
+                let Value::Instance(inst) = inst_value else {
+                    return Err(typing(format!(
+                        "The object at {} is not an Entity but a {} with value {}",
+                        self.expr_text(instance),
+                        python_type(&inst_value),
+                        self.display_value(&inst_value)
+                    ))
+                    .at(location));
+                };
+                let Some(cell) = self.slot(inst, attribute) else {
+                    return Err(EvalError::new(
+                        ErrorKind::NotFoundException,
+                        format!(
+                            "could not find attribute with name: {} in type {}",
+                            p.name(attribute),
+                            p.entity(self.instances[inst as usize].entity).name
+                        ),
+                    )
+                    .at(location));
+                };
+                let multi = matches!(self.cells[cell as usize].kind, CellKind::List);
+                if extend && !multi {
+                    return Err(typing("Can not use += on relations with multiplicity 1").at(location));
+                }
+                self.emit_attribute_value(inst, attribute, cell, value, scope, location)?;
+                Ok(())
+            }
+            Body::Lazy { expr, scope, target } => {
+                let (lhs, rhs, is_and) = match p.expr(expr).kind {
+                    ExprKind::And { lhs, rhs } => (lhs, rhs, true),
+                    ExprKind::Or { lhs, rhs } => (lhs, rhs, false),
+                    _ => unreachable!(),
+                };
+                let location = p.expr(expr).location;
+                let values = self.values(requires)?;
+                let result = self.eval(lhs, &values, scope)?;
+                if matches!(result, Value::Unknown) {
+                    return self.set_cell(target, result, location, true);
+                }
+                let Value::Bool(b) = result else {
+                    return Err(rt(format!(
+                        "Invalid left hand value `{}`: `{}` expects a boolean",
+                        self.display_value(&result),
+                        if is_and { "and" } else { "or" }
+                    ))
+                    .at(location));
+                };
+                if b != is_and {
+                    self.set_cell(target, Value::Bool(b), location, true)
+                } else {
+                    let reqs = self.requires(rhs, scope)?;
+                    self.spawn(reqs, Body::Exec { target, promise: None, what: Exec::Expr(rhs), scope, attr: None });
+                    Ok(())
+                }
+            }
+            Body::Lookup { expr, scope, target } => {
+                let values = self.values(requires)?;
+                let location = p.expr(expr).location;
+                let (entity, params) = match &p.expr(expr).kind {
+                    ExprKind::IndexLookup { entity, query, splats } => {
+                        let mut params = Vec::new();
+                        for (k, v) in query {
+                            params.push((*k, self.eval(*v, &values, scope)?));
+                        }
+                        for s in splats {
+                            params.extend(self.splat(*s, &values, scope)?);
+                        }
+                        (*entity, params)
+                    }
+                    ExprKind::SelectorLookup { base, relation, query, splats } => {
+                        let root = self.eval(*base, &values, scope)?;
+                        let Value::Instance(inst) = root else {
+                            return Err(typing(format!(
+                                "short index lookup is only possible one objects, {} is not an object",
+                                self.display_value(&root)
+                            ))
+                            .at(location));
+                        };
+                        let ent = self.instances[inst as usize].entity;
+                        let Some(attr) = p.entity(ent).slots.iter().find(|s| s.0 == *relation).map(|s| s.1) else {
+                            return Err(EvalError::new(ErrorKind::NotFoundException, format!("could not find attribute with name: {} in type {}", p.name(*relation), p.entity(ent).name)).at(location));
+                        };
+                        let AttributeKind::Relation(end) = p.attribute(attr).kind else {
+                            return Err(typing(format!("short index lookup is only possible on relations, {} is an attribute", p.name(*relation))).at(location));
+                        };
+                        let Some(inverse) = end.inverse else {
+                            return Err(typing(format!("short index lookup is only possible on bi-drectional relations, {} is unidirectional", p.name(*relation))).at(location));
+                        };
+                        let mut params = vec![(p.attribute(inverse).name, Value::Instance(inst))];
+                        for (k, v) in query {
+                            params.push((*k, self.eval(*v, &values, scope)?));
+                        }
+                        for s in splats {
+                            params.extend(self.splat(*s, &values, scope)?);
+                        }
+                        self.cells[target as usize].ty = CellType::Entity(end.target);
+                        (end.target, params)
+                    }
+                    _ => unreachable!(),
+                };
+                self.lookup_index(entity, &params, Some(target), location).map_err(|e| e.at(location))?;
+                Ok(())
+            }
+            Body::Hook { base, name, scope, resumer, propagate_unset, location } => {
+                let Some(base) = base else { unreachable!() };
+                let mut values = HashMap::new();
+                let mut unset: Option<CellId> = None;
+                for (k, c) in requires {
+                    match self.get_value(*c) {
+                        Ok(v) => {
+                            values.insert(*k, v);
+                        }
+                        Err(e) if propagate_unset && e.kind == ErrorKind::OptionalValueException => {
+                            unset = Some(*c);
+                            break;
+                        }
+                        Err(e) => return Err(e.at(location)),
+                    }
+                }
+                let cell = match unset {
+                    Some(c) => c,
+                    None => {
+                        let inst = self.eval(base, &values, scope).map_err(|e| e.at(location))?;
+                        match inst {
+                            Value::Instance(i) => match self.slot(i, name) {
+                                Some(c) => c,
+                                None => {
+                                    return Err(EvalError::new(
+                                        ErrorKind::NotFoundException,
+                                        format!(
+                                            "could not find attribute with name: {} in type {}",
+                                            p.name(name),
+                                            p.entity(self.instances[i as usize].entity).name
+                                        ),
+                                    )
+                                    .at(location));
+                                }
+                            },
+                            Value::List(_) => {
+                                return Err(rt(format!(
+                                    "can not get attribute {}, {} is not an entity but a list",
+                                    p.name(name),
+                                    self.display_value(&inst)
+                                ))
+                                .at(location));
+                            }
+                            other => {
+                                return Err(rt(format!(
+                                    "can not get attribute {}, {} is not an entity but a {} with value '{}'",
+                                    p.name(name),
+                                    self.expr_text(base),
+                                    python_type(&other),
+                                    self.display_value(&other)
+                                ))
+                                .at(location));
+                            }
+                        }
+                    }
+                };
+                self.resume_variable(resumer, cell)
+            }
+            Body::IsDefinedWait { cell, target, location } => {
+                let v = self.is_defined_value(cell);
+                self.set_cell(target, v, location, true)
+            }
+            Body::Cond { src, scope, result, lhs, chosen } => {
+                // The branches: `None` is a branch with a fixed value (an Unknown element, or
+                // the filtered marker).
+                let (cond, then, otherwise, location) = match src {
+                    CondSrc::Expr(expr) => match p.expr(expr).kind {
+                        ExprKind::Cond { cond, then, otherwise } => {
+                            (cond, Ok(then), Ok(otherwise), p.expr(expr).location)
+                        }
+                        _ => unreachable!(),
+                    },
+                    CondSrc::Guard { helper, unknown } => {
+                        let h = &self.comps[helper as usize];
+                        let ExprKind::ListComp { element, guard, .. } = p.expr(h.expr).kind else { unreachable!() };
+                        let then = if unknown { Err(Value::Unknown) } else { Ok(element) };
+                        (guard.expect("guarded"), then, Err(Value::str(FILTERED)), p.expr(h.expr).location)
+                    }
+                };
+                let values = self.values(requires)?;
+                match chosen {
+                    None => {
+                        let c = self.eval(cond, &values, scope)?;
+                        if matches!(c, Value::Unknown) {
+                            return self.set_cell(result, Value::Unknown, location, true);
+                        }
+                        let Value::Bool(b) = c else {
+                            let message = match src {
+                                CondSrc::Expr(_) => format!(
+                                    "Invalid value `{}`: the condition for a conditional expression must be a boolean expression",
+                                    self.display_value(&c)
+                                ),
+                                CondSrc::Guard { .. } => format!(
+                                    "Invalid value `{}`: the guard condition for a list comprehension must be a boolean expression",
+                                    self.display_value(&c)
+                                ),
+                            };
+                            return Err(rt(message).at(location));
+                        };
+                        let branch = if b { then } else { otherwise };
+                        let reqs = match (branch, lhs) {
+                            (Ok(e), None) => self.requires(e, scope)?,
+                            (Ok(e), Some(col)) => self.requires_gradual(e, scope, col)?,
+                            (Err(_), _) => Vec::new(),
+                        };
+                        self.spawn(reqs, Body::Cond { src, scope, result, lhs, chosen: Some(b) });
+                        Ok(())
+                    }
+                    Some(b) => {
+                        let branch = if b { then } else { otherwise };
+                        let v = match branch {
+                            Ok(e) => self.eval(e, &values, scope)?,
+                            Err(fixed) => {
+                                if let (Some(col), Value::Unknown) = (lhs, &fixed) {
+                                    self.receive_flatten(col, fixed.clone(), location)?;
+                                }
+                                fixed
+                            }
+                        };
+                        self.set_cell(result, v, location, true)
+                    }
+                }
+            }
+            Body::Comp { helper, scope } => {
+                let values = self.values(requires)?;
+                let expr = self.comps[helper as usize].expr;
+                let ExprKind::ListComp { iterable, .. } = p.expr(expr).kind else { unreachable!() };
+                let location = p.expr(expr).location;
+                let it = self.eval(iterable, &values, scope)?;
+                if !matches!(it, Value::List(_) | Value::Unknown) {
+                    return Err(typing(format!(
+                        "A list comprehension can only be applied to lists and relations, got {}",
+                        python_type(&it)
+                    ))
+                    .at(location));
+                }
+                self.comp_complete(helper, it)
+            }
+            Body::CompFinal { helper } => {
+                let mut out = Vec::new();
+                for (_, c) in requires {
+                    let v = self.get_value(*c)?;
+                    match v {
+                        Value::Str(ref s) if s.as_ref() == FILTERED => {}
+                        Value::List(items) => out.extend(items.iter().cloned()),
+                        other => out.push(other),
+                    }
+                }
+                let h = &self.comps[helper as usize];
+                let (result, location) = (h.final_result, p.expr(h.expr).location);
+                self.set_cell(result, Value::List(Arc::from(out)), location, true)
+            }
+            Body::Call { expr, scope, result, ref args } => {
+                let location = p.expr(expr).location;
+                let ExprKind::Call { callee, name, args: a, kwargs, splats } = &p.expr(expr).kind else { unreachable!() };
+                let (args, kwargs) = match args {
+                    Some(x) => x.clone(),
+                    None => {
+                        let values = self.values(requires)?;
+                        let mut pos = Vec::new();
+                        for x in a {
+                            pos.push(self.eval(*x, &values, scope)?);
+                        }
+                        let mut kw: Vec<(String, Value)> = Vec::new();
+                        for (k, x) in kwargs {
+                            kw.push((p.name(*k).to_string(), self.eval(*x, &values, scope)?));
+                        }
+                        for s in splats {
+                            for (k, v) in self.splat(*s, &values, scope)? {
+                                let k = self.sym_name(k).to_string();
+                                if kw.iter().any(|(x, _)| *x == k) {
+                                    return Err(rt(format!("Keyword argument {k} repeated in function call")).at(location));
+                                }
+                                kw.push((k, v));
+                            }
+                        }
+                        (pos, kw)
+                    }
+                };
+                let value = match callee {
+                    Callee::Cast(prim) => {
+                        if !kwargs.is_empty() {
+                            return Err(rt("Only positional arguments allowed in type cast").at(location));
+                        }
+                        cast(*prim, &args).map_err(|e| e.at(location))?
+                    }
+                    Callee::Plugin(plugin) => {
+                        let mut host = self.host.take().unwrap_or_else(|| Box::new(NoHost));
+                        let r = host.call_plugin(self, scope, *plugin, args.clone(), kwargs.clone());
+                        self.host = Some(host);
+                        match r {
+                            Ok(v) => v,
+                            Err(PluginFailure::Unset(cell)) => {
+                                // Keep the evaluated arguments for the retry.
+                                let mut e = rt(format!("plugin {name} read an unset value"));
+                                e.unset = Some(cell);
+                                return Err(e);
+                            }
+                            Err(PluginFailure::Error(e)) => return Err(e.at(location)),
+                        }
+                    }
+                };
+                self.set_cell(result, value, location, true)
+            }
+        }
+    }
+
+    fn comp_element_value(
+        &mut self,
+        helper: u32,
+        unknown: bool,
+        guarded: bool,
+        values: &HashMap<Key, Value>,
+        scope: ScopeId,
+    ) -> R<Value> {
+        let p = self.prog();
+        let (expr, lhs) = (self.comps[helper as usize].expr, self.comps[helper as usize].lhs);
+        let ExprKind::ListComp { element, .. } = p.expr(expr).kind else { unreachable!() };
+        if guarded {
+            return Ok(values.get(&Key::Extra(1)).cloned().unwrap_or(Value::Null));
+        }
+        if unknown {
+            if let Some(col) = lhs {
+                self.receive_flatten(col, Value::Unknown, p.expr(expr).location)?;
+            }
+            return Ok(Value::Unknown);
+        }
+        self.eval(element, values, scope)
+    }
+
+    fn splat(&mut self, expr: ExprId, values: &HashMap<Key, Value>, scope: ScopeId) -> R<Vec<(Symbol, Value)>> {
+        let v = self.eval(expr, values, scope)?;
+        let Value::Dict(entries) = v else {
+            return Err(typing("The ** operator can only be applied to dictionaries").at(self.program.expr(expr).location));
+        };
+        let mut out = Vec::new();
+        for (k, v) in entries.iter() {
+            let sym = match self.program.names.iter().position(|n| n.as_str() == k.as_ref()) {
+                Some(i) => Symbol::from_u32(i as u32),
+                None => {
+                    // A key that no code mentions: give it a symbol of its own.
+                    match self.extra_names.iter().position(|n| n.as_str() == k.as_ref()) {
+                        Some(i) => Symbol::from_u32((self.program.names.len() + i) as u32),
+                        None => {
+                            self.extra_names.push(k.to_string());
+                            Symbol::from_u32((self.program.names.len() + self.extra_names.len() - 1) as u32)
+                        }
+                    }
+                }
+            };
+            out.push((sym, v.clone()));
+        }
+        Ok(out)
+    }
+
+    /// Emits the value of an attribute assignment (`SetAttribute.resume` and constructors).
+    fn emit_attribute_value(
+        &mut self,
+        inst: InstanceId,
+        attribute: Symbol,
+        cell: CellId,
+        value: ExprId,
+        scope: ScopeId,
+        location: Location,
+    ) -> R<()> {
+        let multi = matches!(self.cells[cell as usize].kind, CellKind::List);
+        let promise = self.get_promise(cell);
+        let reqs = if multi {
+            let collector =
+                self.add_collector(Collector::SetAttr { instance: inst, attr: attribute, next: cell, location });
+            self.requires_gradual(value, scope, collector)?
+        } else {
+            self.requires(value, scope)?
+        };
+        self.spawn(reqs, Body::Exec {
+            target: cell,
+            promise,
+            what: Exec::Expr(value),
+            scope,
+            attr: Some(AttrCtx { instance: inst, attr: attribute, location }),
+        });
+        Ok(())
+    }
+
+    fn exec_stmt(&mut self, stmt: StmtId, values: &HashMap<Key, Value>, scope: ScopeId) -> R<()> {
+        let p = self.prog();
+        let location = p.stmt(stmt).location;
+        if let Some(Value::List(ids)) = values.get(&Key::Promises) {
+            for id in ids.iter() {
+                if let Value::Int(i) = id {
+                    let ep = &mut self.eager[*i as usize];
+                    ep.fulfilled = true;
+                    if let Some(pr) = ep.promise {
+                        self.fulfill(pr);
+                    }
+                }
+            }
+        }
+        match p.stmt(stmt).kind {
+            StmtKind::If { cond, then, otherwise } => {
+                let c = self.eval(cond, values, scope)?;
+                if matches!(c, Value::Unknown) {
+                    return Ok(());
+                }
+                let Value::Bool(b) = c else {
+                    return Err(rt(format!(
+                        "Invalid value `{}`: the condition for an if statement can only be a boolean expression",
+                        self.display_value(&c)
+                    ))
+                    .at(location));
+                };
+                let branch = if b { then } else { otherwise };
+                let ns = p.block(branch).ns;
+                let ns_scope = self.push_scope(Scope::Ns { ns, parent: scope });
+                let ctx = self.block_context(branch, ns_scope);
+                self.emit_block(branch, ctx)
+            }
+            StmtKind::For { iterable, .. } => {
+                let v = self.eval(iterable, values, scope)?;
+                if !matches!(v, Value::List(_) | Value::Unknown) {
+                    let hint = match p.expr(iterable).kind {
+                        ExprKind::Var(_) | ExprKind::Attr { .. } => {
+                            format!(" Hint: '{}' resolves to '{}'.", self.expr_text(iterable), self.display_value(&v))
+                        }
+                        _ => format!(" Hint: '{}' is not a list.", self.display_value(&v)),
+                    };
+                    return Err(typing(format!("A for loop can only be applied to lists and relations.{hint}")).at(location));
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn exec_subctor(&mut self, inst: InstanceId, index: u32, values: &HashMap<Key, Value>) -> R<()> {
+        let p = self.prog();
+        let entity = self.instances[inst as usize].entity;
+        let implement = &p.entity(entity).implements[index as usize];
+        let scope = self.push_scope(Scope::Instance { instance: inst, ns: implement.ns });
+        let ns_scope = self.push_scope(Scope::Ns { ns: implement.ns, parent: scope });
+        let condition = match implement.condition {
+            None => Value::Bool(true),
+            Some(c) => self.eval(c, values, ns_scope)?,
+        };
+        match condition {
+            Value::Unknown | Value::Bool(false) => return Ok(()),
+            Value::Bool(true) => {}
+            other => {
+                return Err(rt(format!(
+                    "Invalid value `{}`: the condition for a conditional implementation can only be a boolean expression",
+                    self.display_value(&other)
+                ))
+                .at(implement.location));
+            }
+        }
+        let instance_scope = self.instance_scope(inst);
+        for &imp in &implement.implementations {
+            if self.instances[inst as usize].implementations.contains(&imp) {
+                continue;
+            }
+            self.instances[inst as usize].implementations.push(imp);
+            let implementation = &p.implementations[imp.index()];
+            let ns_scope = self.push_scope(Scope::Ns { ns: implementation.ns, parent: instance_scope });
+            let ctx = self.block_context(implementation.body, ns_scope);
+            self.emit_block(implementation.body, ctx)?;
+        }
+        Ok(())
+    }
+
+    fn instance_scope(&mut self, inst: InstanceId) -> ScopeId {
+        let ns = self.instance_ns(inst);
+        self.push_scope(Scope::Instance { instance: inst, ns })
+    }
+
+    fn instance_ns(&self, _inst: InstanceId) -> NsId {
+        // Only reached for names that are neither attributes nor local; the implementation's
+        // namespace is always given as `root` by the enclosing namespace scope.
+        NsId(0)
+    }
+
+    // ----- expression evaluation ----------------------------------------------------------
+
+    fn eval(&mut self, expr: ExprId, values: &HashMap<Key, Value>, scope: ScopeId) -> R<Value> {
+        let p = self.prog();
+        let e = p.expr(expr);
+        let location = e.location;
+        let result = match &e.kind {
+            ExprKind::Const(v) => v.clone(),
+            ExprKind::Var(name) => values.get(&Key::Name(*name)).cloned().unwrap_or(Value::Null),
+            ExprKind::Attr { .. }
+            | ExprKind::And { .. }
+            | ExprKind::Or { .. }
+            | ExprKind::Cond { .. }
+            | ExprKind::Call { .. }
+            | ExprKind::IndexLookup { .. }
+            | ExprKind::SelectorLookup { .. }
+            | ExprKind::ListComp { .. }
+            | ExprKind::IsDefined { .. } => values.get(&Key::Expr(expr)).cloned().unwrap_or(Value::Null),
+            ExprKind::Subscript { map, key } => {
+                let m = self.eval(*map, values, scope)?;
+                let k = self.eval(*key, values, scope)?;
+                self.subscript(m, k).map_err(|e| e.at(location))?
+            }
+            ExprKind::Not(a) => {
+                let v = self.eval(*a, values, scope)?;
+                match v {
+                    Value::Unknown => Value::Unknown,
+                    Value::Bool(b) => Value::Bool(!b),
+                    Value::Reference(_) => {
+                        return Err(EvalError::new(
+                            ErrorKind::UnexpectedReference,
+                            format!("Invalid value `{}`: `not` expects a boolean", self.display_value(&v)),
+                        )
+                        .at(location));
+                    }
+                    other => {
+                        return Err(rt(format!("Invalid value `{}`: `not` expects a boolean", self.display_value(&other)))
+                            .at(location));
+                    }
+                }
+            }
+            ExprKind::Binary { op, lhs, rhs } => {
+                let a = self.eval(*lhs, values, scope)?;
+                let b = self.eval(*rhs, values, scope)?;
+                self.binary(*op, a, b).map_err(|e| e.at(location))?
+            }
+            ExprKind::List(items) => {
+                if let Some(v) = values.get(&Key::Expr(expr)) {
+                    v.clone()
+                } else {
+                    let mut out = Vec::new();
+                    for i in items {
+                        match self.eval(*i, values, scope)? {
+                            Value::List(inner) => out.extend(inner.iter().cloned()),
+                            v => out.push(v),
+                        }
+                    }
+                    Value::List(Arc::from(out))
+                }
+            }
+            ExprKind::Dict(entries) => {
+                let mut out: Vec<(Arc<str>, Value)> = Vec::new();
+                for (k, v) in entries {
+                    let v = self.eval(*v, values, scope)?;
+                    if let Some(slot) = out.iter_mut().find(|(x, _)| x == k) {
+                        slot.1 = v;
+                    } else {
+                        out.push((k.clone(), v));
+                    }
+                }
+                Value::Dict(Arc::from(out))
+            }
+            ExprKind::Format { template, parts } => {
+                let mut text = template.to_string();
+                let mut result = None;
+                for (r, matched) in parts {
+                    let v = self.eval(*r, values, scope)?;
+                    match self.format_value(&v, *r).map_err(|e| e.at(location))? {
+                        None => {
+                            result = Some(Value::Unknown);
+                            break;
+                        }
+                        Some(s) => text = text.replace(matched.as_ref(), &s),
+                    }
+                }
+                result.unwrap_or_else(|| Value::str(&text))
+            }
+            ExprKind::FString { template, fields } => {
+                let mut kwargs: Vec<(String, Value)> = Vec::new();
+                let mut unknown = false;
+                for (r, key) in fields {
+                    let v = self.eval(*r, values, scope)?;
+                    if matches!(v, Value::Unknown) {
+                        unknown = true;
+                        break;
+                    }
+                    if let Value::Reference(_) = v {
+                        return Err(EvalError::new(
+                            ErrorKind::UnexpectedReference,
+                            format!("Encountered reference in string format for variable `{}`. This is not supported.", key.trim()),
+                        )
+                        .at(location));
+                    }
+                    let v = match v {
+                        Value::Float(f) if f.fract() == 0.0 && f.is_finite() => {
+                            Value::int(num_bigint::BigInt::from(f as i128))
+                        }
+                        other => other,
+                    };
+                    kwargs.push((key.to_string(), v));
+                }
+                if unknown {
+                    Value::Unknown
+                } else {
+                    let render = |v: &Value| self.display_value_fmt(v);
+                    Value::str(&pyformat::format(template, &kwargs, &render).map_err(|m| rt(m).at(location))?)
+                }
+            }
+            ExprKind::Construct(c) => self.construct(*c, values, scope, location)?,
+        };
+        if let Some(Value::Int(collector)) = values.get(&Key::Collector(expr)) {
+            self.receive_flatten(*collector as CollectorId, result.clone(), location)?;
+        }
+        Ok(result)
+    }
+
+    fn display_value_fmt(&self, v: &Value) -> String {
+        match v {
+            Value::Null => "null".to_string(),
+            Value::Str(s) => s.to_string(),
+            Value::Instance(i) => self.instance_display(*i),
+            other => other.repr_with("null", &|i| self.instance_display(i)),
+        }
+    }
+
+    /// A value as `{{ x }}` renders it: `None` for Unknown.
+    fn format_value(&self, v: &Value, r: ExprId) -> R<Option<String>> {
+        Ok(match v {
+            Value::Unknown => None,
+            Value::Reference(_) => {
+                let name = self.expr_text(r);
+                return Err(EvalError::new(
+                    ErrorKind::UnexpectedReference,
+                    format!("Encountered reference in string format for variable `{name}`. This is not supported."),
+                ));
+            }
+            Value::Float(f) if f.fract() == 0.0 && f.is_finite() => Some(format!("{}", *f as i128)),
+            other => Some(self.display_value_fmt(other)),
+        })
+    }
+
+    fn expr_text(&self, expr: ExprId) -> String {
+        let p = &self.program;
+        match &p.expr(expr).kind {
+            ExprKind::Var(VarRef::Name(n)) => p.name(*n).to_string(),
+            ExprKind::Var(VarRef::Qualified(ns, n)) => format!("{}::{}", p.namespaces[ns.index()].name, p.name(*n)),
+            ExprKind::Attr { base, name } => format!("{}.{}", self.expr_text(*base), p.name(*name)),
+            _ => "expression".to_string(),
+        }
+    }
+
+    fn subscript(&self, m: Value, k: Value) -> R<Value> {
+        if matches!(m, Value::Unknown) {
+            return Ok(Value::Unknown);
+        }
+        let Value::Dict(entries) = &m else {
+            return Err(typing(format!(
+                "dict lookup is only possible on dicts, {} is not an object",
+                self.display_value(&m)
+            )));
+        };
+        if matches!(k, Value::Unknown) {
+            return Ok(Value::Unknown);
+        }
+        let Value::Str(key) = &k else {
+            return Err(typing(format!("dict keys must be string, {} is not a string", self.display_value(&k))));
+        };
+        match entries.iter().find(|(x, _)| x == key) {
+            Some((_, v)) => Ok(v.clone()),
+            None => Err(EvalError::new(
+                ErrorKind::KeyException,
+                format!(
+                    "key {key} not found in dict, options are [{}]",
+                    entries.iter().map(|(k, _)| k.to_string()).collect::<Vec<_>>().join(",")
+                ),
+            )),
+        }
+    }
+
+    fn binary(&self, op: BinOp, a: Value, b: Value) -> R<Value> {
+        if op == BinOp::In {
+            if matches!(a, Value::Unknown) || matches!(b, Value::Unknown) {
+                return Ok(Value::Unknown);
+            }
+            return match &b {
+                Value::List(items) => {
+                    if items.iter().any(|x| x.py_eq(&a)) {
+                        Ok(Value::Bool(true))
+                    } else if items.iter().any(|x| matches!(x, Value::Unknown)) {
+                        Ok(Value::Unknown)
+                    } else {
+                        Ok(Value::Bool(false))
+                    }
+                }
+                Value::Dict(_) => Value::py_contains(&b, &a).map(Value::Bool).map_err(|e| self.value_error(e)),
+                other => Err(typing(format!(
+                    "Operand two of 'in' can only be a list or dict ({})",
+                    self.display_value(other)
+                ))),
+            };
+        }
+        if matches!(a, Value::Unknown) || matches!(b, Value::Unknown) {
+            return Ok(Value::Unknown);
+        }
+        match op {
+            BinOp::Eq => Ok(Value::Bool(a.py_eq(&b))),
+            BinOp::Ne => Ok(Value::Bool(!a.py_eq(&b))),
+            BinOp::Lt | BinOp::Gt | BinOp::Le | BinOp::Ge => {
+                let ord = a.py_compare(&b).map_err(|e| self.value_error(e))?;
+                Ok(Value::Bool(match op {
+                    BinOp::Lt => ord.is_lt(),
+                    BinOp::Gt => ord.is_gt(),
+                    BinOp::Le => ord.is_le(),
+                    _ => ord.is_ge(),
+                }))
+            }
+            _ => {
+                let aop = match op {
+                    BinOp::Add => ArithOp::Add,
+                    BinOp::Sub => ArithOp::Sub,
+                    BinOp::Mul => ArithOp::Mul,
+                    BinOp::Div => ArithOp::Div,
+                    BinOp::Mod => ArithOp::Mod,
+                    _ => ArithOp::Pow,
+                };
+                if let (Value::Reference(_), _) | (_, Value::Reference(_)) = (&a, &b) {
+                    return Err(typing(format!(
+                        "Unsupported operand type(s) for {}: '{}' ({}) and '{}' ({})",
+                        aop.name(),
+                        python_type(&a),
+                        a.repr_with("None", &|i| self.instance_display(i)),
+                        python_type(&b),
+                        b.repr_with("None", &|i| self.instance_display(i))
+                    )));
+                }
+                value::arith(aop, &a, &b).map_err(|e| self.value_error(e))
+            }
+        }
+    }
+
+    fn value_error(&self, e: ValueError) -> EvalError {
+        match e {
+            ValueError::Typing(m) => typing(m),
+            ValueError::ZeroDivision(m) => EvalError::new(ErrorKind::ZeroDivisionError, m),
+        }
+    }
+
+    // ----- constructors and indexes -------------------------------------------------------
+
+    fn construct(&mut self, ctor_id: CtorId, values: &HashMap<Key, Value>, scope: ScopeId, location: Location) -> R<Value> {
+        let p = self.prog();
+        let ctor = &p.ctors[ctor_id.index()];
+        let entity = ctor.entity;
+        // Late arguments: `**dict` and the implicit inverse.
+        let mut late: Vec<(Symbol, Value)> = Vec::new();
+        for s in &ctor.splats {
+            for (k, v) in self.splat(*s, values, scope)? {
+                if ctor.explicit.contains(&k) || late.iter().any(|(x, _)| *x == k) {
+                    return Err(rt(format!(
+                        "The attribute {} is set twice in the constructor call of {}.",
+                        self.sym_name(k),
+                        ctor.written
+                    ))
+                    .at(location));
+                }
+                if !p.entity(entity).slots.iter().any(|(n, _)| *n == k) {
+                    return Err(typing(format!("no attribute {} on type {}", self.sym_name(k), p.entity(entity).name))
+                        .at(location));
+                }
+                late.push((k, v));
+            }
+        }
+        let mut inverse: Option<(Symbol, Value)> = None;
+        if let Some((inst_expr, attr_name)) = ctor.lhs {
+            let lhs = self.eval(inst_expr, values, scope)?;
+            if let Value::Instance(li) = lhs {
+                let lent = self.instances[li as usize].entity;
+                if let Some(attr) = p.entity(lent).slots.iter().find(|s| s.0 == attr_name).map(|s| s.1) {
+                    if let AttributeKind::Relation(end) = p.attribute(attr).kind {
+                        if let Some(inv) = end.inverse {
+                            let inv_attr = p.attribute(inv);
+                            let in_index = p.entity(entity).indexes.iter().any(|ix| ix.contains(&inv_attr.name));
+                            if !ctor.direct.iter().any(|(n, _)| *n == inv_attr.name)
+                                && !late.iter().any(|(n, _)| *n == inv_attr.name)
+                                && in_index
+                                && p.is_subclass(entity, inv_attr.entity)
+                            {
+                                inverse = Some((inv_attr.name, Value::Instance(li)));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let mut late_args: Vec<(Symbol, Value)> = inverse.into_iter().collect();
+        for (k, v) in late {
+            if let Some(slot) = late_args.iter_mut().find(|(n, _)| *n == k) {
+                slot.1 = v;
+            } else {
+                late_args.push((k, v));
+            }
+        }
+        let missing: Vec<Symbol> =
+            ctor.required_dynamic.iter().filter(|a| !late_args.iter().any(|(n, _)| n == *a)).copied().collect();
+        if !missing.is_empty() {
+            let mut message = "Invalid Constructor call:".to_string();
+            for a in &missing {
+                let attr = p.entity(entity).slots.iter().find(|s| s.0 == *a).map(|s| s.1);
+                let kind = match attr.map(|x| p.attribute(x).kind) {
+                    Some(AttributeKind::Relation(_)) => "relation",
+                    _ => "attribute",
+                };
+                message.push_str(&format!(
+                    "\n\t* Missing {kind} '{}'. The {kind} {}.{} is part of an index.",
+                    p.name(*a),
+                    p.entity(entity).name,
+                    p.name(*a)
+                ));
+            }
+            return Err(EvalError::new(ErrorKind::IndexAttributeMissingInConstructorException, message).at(location));
+        }
+        let mut direct: Vec<(Symbol, Value)> = Vec::new();
+        for (k, v) in &ctor.direct {
+            direct.push((*k, self.eval(*v, values, scope)?));
+        }
+        for (k, v) in &late_args {
+            if let Some(slot) = direct.iter_mut().find(|(n, _)| n == k) {
+                slot.1 = v.clone();
+            } else {
+                direct.push((*k, v.clone()));
+            }
+        }
+        let indirect: Vec<(Symbol, ExprId)> =
+            ctor.indirect.iter().filter(|(k, _)| !late_args.iter().any(|(n, _)| n == k)).copied().collect();
+        // Index lookups.
+        let mut found: Vec<(Vec<Symbol>, InstanceId)> = Vec::new();
+        for index in &p.entity(entity).indexes {
+            let params: Vec<(Symbol, Value)> = index
+                .iter()
+                .map(|a| (*a, direct.iter().find(|(n, _)| n == a).map(|x| x.1.clone()).unwrap_or(Value::Null)))
+                .collect();
+            if let Some(obj) = self.lookup_index(entity, &params, None, location).map_err(|e| e.at(location))? {
+                if self.instances[obj as usize].entity != entity {
+                    return Err(EvalError::new(ErrorKind::DuplicateException, "Type found in index is not an exact match")
+                        .at(location));
+                }
+                found.push((index.clone(), obj));
+            }
+        }
+        let inst = if let Some((_, first)) = found.first() {
+            let first = *first;
+            if found.iter().any(|(_, i)| *i != first) {
+                return Err(EvalError::new(ErrorKind::IndexCollisionException, "Inconsistent indexes detected!\n").at(location));
+            }
+            self.instances[first as usize].locations.push(location);
+            for (k, v) in &direct {
+                self.set_attribute(first, *k, v.clone(), location, true).map_err(|e| e.at(location))?;
+            }
+            first
+        } else {
+            let inst = self.new_instance(entity, location);
+            for (k, v) in &direct {
+                self.set_attribute(inst, *k, v.clone(), location, true).map_err(|e| e.at(location))?;
+            }
+            self.add_instance(entity, inst).map_err(|e| e.at(location))?;
+            inst
+        };
+        let self_cell = self.plain_with(Value::Instance(inst), Some(location));
+        let self_scope = self.push_scope(Scope::Var { name: ctor.self_name, cell: self_cell, parent: scope });
+        for (name, value) in indirect {
+            let Some(cell) = self.slot(inst, name) else { continue };
+            self.emit_attribute_value(inst, name, cell, value, self_scope, location)?;
+        }
+        for (i, _) in p.entity(entity).implements.iter().enumerate() {
+            self.emit_subctor(inst, i as u32)?;
+        }
+        Ok(Value::Instance(inst))
+    }
+
+    fn emit_subctor(&mut self, inst: InstanceId, index: u32) -> R<()> {
+        let p = self.prog();
+        let entity = self.instances[inst as usize].entity;
+        let implement = &p.entity(entity).implements[index as usize];
+        let reqs = match implement.condition {
+            None => Vec::new(),
+            Some(c) => {
+                let scope = self.push_scope(Scope::Instance { instance: inst, ns: implement.ns });
+                let ns_scope = self.push_scope(Scope::Ns { ns: implement.ns, parent: scope });
+                self.requires(c, ns_scope).map_err(|e| e.at(implement.location))?
+            }
+        };
+        let target = self.new_cell(CellKind::Plain);
+        self.spawn(reqs, Body::Exec {
+            target,
+            promise: None,
+            what: Exec::SubCtor { instance: inst, index },
+            scope: 0,
+            attr: None,
+        });
+        Ok(())
+    }
+
+    fn new_instance(&mut self, entity: EntityId, location: Location) -> InstanceId {
+        let p = self.prog();
+        let id = self.instances.len() as InstanceId;
+        self.instances.push(Instance {
+            entity,
+            slots: Vec::new(),
+            self_cell: 0,
+            locations: vec![location],
+            implementations: Vec::new(),
+        });
+        let mut slots = Vec::with_capacity(p.entity(entity).slots.len());
+        for &(name, attr) in &p.entity(entity).slots {
+            let a = p.attribute(attr);
+            let (kind, ty) = match a.kind {
+                AttributeKind::Value(t) => (CellKind::Plain, CellType::Value(t)),
+                AttributeKind::Relation(r) => {
+                    let kind = if r.lower == 1 && r.upper == Some(1) {
+                        CellKind::Single
+                    } else if r.lower == 0 && r.upper == Some(1) {
+                        CellKind::Option
+                    } else {
+                        CellKind::List
+                    };
+                    (kind, CellType::Entity(r.target))
+                }
+            };
+            let cid = self.cells.len() as CellId;
+            let mut cell = Cell::new(kind);
+            cell.ty = ty;
+            cell.owner = Some((id, attr));
+            self.cells.push(cell);
+            if self.cells[cid as usize].is_delayed() && self.can_get(cid) {
+                self.queue(cid);
+            }
+            slots.push((name, cid));
+        }
+        let self_cell = self.plain_with(Value::Instance(id), Some(location));
+        let inst = &mut self.instances[id as usize];
+        inst.slots = slots;
+        inst.self_cell = self_cell;
+        id
+    }
+
+    fn add_instance(&mut self, entity: EntityId, inst: InstanceId) -> R<()> {
+        let p = self.prog();
+        if !self.entities[entity.index()].instances.contains(&inst) {
+            self.entities[entity.index()].instances.push(inst);
+        }
+        self.add_to_index(entity, inst)?;
+        for &parent in &p.entity(entity).parents {
+            self.add_instance(parent, inst)?;
+        }
+        Ok(())
+    }
+
+    fn index_key(&self, params: &[(Symbol, Value)]) -> String {
+        let mut sorted: Vec<&(Symbol, Value)> = params.iter().collect();
+        sorted.sort_by(|a, b| self.sym_name(a.0).cmp(self.sym_name(b.0)));
+        sorted
+            .iter()
+            .map(|(k, v)| format!("{}={}", self.sym_name(*k), v.repr_with("None", &|i| format!("<instance {i}>"))))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    fn add_to_index(&mut self, entity: EntityId, inst: InstanceId) -> R<()> {
+        let p = self.prog();
+        for index in &p.entity(entity).indexes {
+            let mut params = Vec::new();
+            let mut ok = true;
+            for a in index {
+                match self.slot(inst, *a) {
+                    Some(c) if self.is_ready(c) => {
+                        let v = self.peek(c).unwrap_or(Value::Null);
+                        if let Value::Reference(_) = v {
+                            return Err(typing(format!(
+                                "Invalid value `{}` in index for attribute {}: references can not be used in indexes.",
+                                self.display_value(&v),
+                                p.name(*a)
+                            )));
+                        }
+                        params.push((*a, v));
+                    }
+                    _ => ok = false,
+                }
+            }
+            if !ok {
+                continue;
+            }
+            let key = self.index_key(&params);
+            let state = &mut self.entities[entity.index()];
+            if let Some(&other) = state.index.get(&key) {
+                if other != inst {
+                    return Err(EvalError::new(ErrorKind::DuplicateException, format!("Duplicate key in index. {key}")));
+                }
+            }
+            state.index.insert(key.clone(), inst);
+            if let Some(pos) = state.index_queue.iter().position(|(k, _)| *k == key) {
+                let (_, waiting) = state.index_queue.remove(pos);
+                for (target, location) in waiting {
+                    self.set_cell(target, Value::Instance(inst), location, true)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn lookup_index(
+        &mut self,
+        entity: EntityId,
+        params: &[(Symbol, Value)],
+        target: Option<CellId>,
+        location: Location,
+    ) -> R<Option<InstanceId>> {
+        let p = self.prog();
+        let mut seen = Vec::new();
+        for (k, _) in params {
+            if seen.contains(k) {
+                return Err(rt(format!("Attribute {} provided twice in index lookup", self.sym_name(*k))));
+            }
+            seen.push(*k);
+        }
+        let mut wanted: Vec<Symbol> = seen.clone();
+        wanted.sort_by(|a, b| self.sym_name(*a).cmp(self.sym_name(*b)));
+        let has_index = p.entity(entity).indexes.iter().any(|ix| {
+            let mut s = ix.clone();
+            s.sort_by(|a, b| p.name(*a).cmp(p.name(*b)));
+            s == wanted
+        });
+        if !has_index {
+            let shown: Vec<String> = params
+                .iter()
+                .map(|(k, v)| format!("('{}', {})", self.sym_name(*k), v.repr_with("None", &|i| self.instance_display(i))))
+                .collect();
+            return Err(EvalError::new(
+                ErrorKind::NotFoundException,
+                format!("No index defined on {} for this lookup: [{}]", p.entity(entity).name, shown.join(", ")),
+            ));
+        }
+        let mut coerced = Vec::new();
+        for (k, v) in params {
+            if let Value::Reference(_) = v {
+                return Err(typing(format!(
+                    "Invalid value `{}` in index for attribute {}: references can not be used in indexes.",
+                    self.display_value(v),
+                    p.name(*k)
+                )));
+            }
+            let attr = p.entity(entity).slots.iter().find(|s| s.0 == *k).map(|s| s.1);
+            let v = match attr.map(|a| p.attribute(a).kind) {
+                Some(AttributeKind::Value(t)) if t.base == BaseType::Primitive(Primitive::Float) && !t.list => {
+                    match v {
+                        Value::Null if t.nullable => Value::Null,
+                        other => cast(Primitive::Float, std::slice::from_ref(other))?,
+                    }
+                }
+                _ => v.clone(),
+            };
+            coerced.push((*k, v));
+        }
+        let key = self.index_key(&coerced);
+        let state = &mut self.entities[entity.index()];
+        match target {
+            None => Ok(state.index.get(&key).copied()),
+            Some(t) => {
+                if let Some(&inst) = state.index.get(&key) {
+                    self.set_cell(t, Value::Instance(inst), location, true)?;
+                } else if let Some(entry) = state.index_queue.iter_mut().find(|(k, _)| *k == key) {
+                    entry.1.push((t, location));
+                } else {
+                    state.index_queue.push((key, vec![(t, location)]));
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    /// Unmatched index lookups, per entity, for the final checks.
+    pub fn pending_lookups(&self, entity: EntityId) -> Vec<(String, Location)> {
+        self.entities[entity.index()]
+            .index_queue
+            .iter()
+            .flat_map(|(k, ws)| ws.iter().map(move |(_, l)| (k.clone(), *l)))
+            .collect()
+    }
+}
+
+/// The marker a filtered comprehension element leaves in the results.
+const FILTERED: &str = "\u{0}weft-filtered\u{0}";
+
+fn python_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "NoneValue",
+        Value::Reference(_) => "EnvironmentReference",
+        other => other.type_name(),
+    }
+}
+
+/// Python's `re.match` with a pattern already validated by the frontend.
+fn regex_match(pattern: &str, text: &str) -> bool {
+    thread_local! {
+        static CACHE: std::cell::RefCell<HashMap<String, Option<fancy_regex::Regex>>> = Default::default();
+    }
+    CACHE.with(|c| {
+        let mut c = c.borrow_mut();
+        let re = c.entry(pattern.to_string()).or_insert_with(|| fancy_regex::Regex::new(&format!("^(?:{pattern})")).ok());
+        match re {
+            Some(re) => re.is_match(text).unwrap_or(false),
+            None => false,
+        }
+    })
+}
+
+/// A primitive type used as a function: `int("1")`.
+fn cast(p: Primitive, args: &[Value]) -> R<Value> {
+    if args.len() != 1 {
+        return Err(rt(format!(
+            "Illegal arguments {}: type cast expects exactly 1 argument",
+            args.iter().map(|a| a.py_repr()).collect::<Vec<_>>().join(",")
+        )));
+    }
+    let v = &args[0];
+    let fail = || rt(format!("Failed to cast '{}' to {}", v.py_str(), p.name()));
+    Ok(match p {
+        Primitive::String => match v {
+            Value::Bool(b) => Value::str(if *b { "true" } else { "false" }),
+            other => Value::str(&other.py_str()),
+        },
+        Primitive::Int => match v {
+            Value::Bool(b) => Value::Int(*b as i64),
+            Value::Int(_) | Value::BigInt(_) => v.clone(),
+            Value::Float(f) => {
+                if !f.is_finite() {
+                    return Err(fail());
+                }
+                Value::int(num_bigint::BigInt::from(f.trunc() as i128))
+            }
+            Value::Str(s) => match s.trim().parse::<num_bigint::BigInt>() {
+                Ok(i) => Value::int(i),
+                Err(_) => return Err(fail()),
+            },
+            _ => return Err(fail()),
+        },
+        Primitive::Float => match v {
+            Value::Float(_) => v.clone(),
+            Value::Str(s) => match s.trim().parse::<f64>() {
+                Ok(f) => Value::Float(f),
+                Err(_) => return Err(fail()),
+            },
+            other => match other.as_f64() {
+                Some(f) => Value::Float(f),
+                None => return Err(fail()),
+            },
+        },
+        Primitive::Number => match v {
+            Value::Int(_) | Value::BigInt(_) => v.clone(),
+            Value::Bool(b) => Value::Float(*b as i64 as f64),
+            Value::Float(_) => v.clone(),
+            Value::Str(s) => match s.trim().parse::<f64>() {
+                Ok(f) => Value::Float(f),
+                Err(_) => return Err(fail()),
+            },
+            _ => return Err(fail()),
+        },
+        Primitive::Bool => match v {
+            Value::Null => Value::Bool(false),
+            other => Value::Bool(other.truthy()),
+        },
+        Primitive::List | Primitive::Dict => return Err(fail()),
+    })
+}
+
+mod pyformat {
+    //! Python's `str.format` for f-strings: named fields, conversions and format specs.
+
+    use weft_ir::value::Value;
+
+    pub fn format(template: &str, kwargs: &[(String, Value)], render: &dyn Fn(&Value) -> String) -> Result<String, String> {
+        let chars: Vec<char> = template.chars().collect();
+        let mut out = String::new();
+        let mut i = 0;
+        while i < chars.len() {
+            let c = chars[i];
+            if c == '{' {
+                if chars.get(i + 1) == Some(&'{') {
+                    out.push('{');
+                    i += 2;
+                    continue;
+                }
+                // Find the matching close brace, allowing nested fields in the spec.
+                let mut depth = 1;
+                let mut j = i + 1;
+                while j < chars.len() && depth > 0 {
+                    match chars[j] {
+                        '{' => depth += 1,
+                        '}' => depth -= 1,
+                        _ => {}
+                    }
+                    j += 1;
+                }
+                if depth != 0 {
+                    return Err("Invalid f-string: Single '{' encountered in format string".into());
+                }
+                let field: String = chars[i + 1..j - 1].iter().collect();
+                out.push_str(&field_value(&field, kwargs, render)?);
+                i = j;
+            } else if c == '}' {
+                if chars.get(i + 1) == Some(&'}') {
+                    out.push('}');
+                    i += 2;
+                    continue;
+                }
+                return Err("Invalid f-string: Single '}' encountered in format string".into());
+            } else {
+                out.push(c);
+                i += 1;
+            }
+        }
+        Ok(out)
+    }
+
+    fn field_value(field: &str, kwargs: &[(String, Value)], render: &dyn Fn(&Value) -> String) -> Result<String, String> {
+        let (name_conv, spec) = match split_top(field, ':') {
+            Some((a, b)) => (a, Some(b)),
+            None => (field, None),
+        };
+        let (name, conversion) = match name_conv.rsplit_once('!') {
+            Some((n, c)) => (n, Some(c)),
+            None => (name_conv, None),
+        };
+        if name.is_empty() {
+            return Err("f-strings do not support positional substitutions via '{}', use variable or attribute keys instead".into());
+        }
+        let value = kwargs
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+            .ok_or_else(|| format!("Invalid key in f-string: ''{name}''"))?;
+        let spec = match spec {
+            Some(s) => format(s, kwargs, render)?,
+            None => String::new(),
+        };
+        let text_value = match conversion {
+            Some("r") => Value::str(&value.repr_with("null", &|i| format!("<instance {i}>"))),
+            Some("s") => Value::str(&render(&value)),
+            Some(other) => return Err(format!("Invalid f-string: Unknown conversion specifier {other}")),
+            None => value,
+        };
+        apply_spec(&text_value, &spec, render)
+    }
+
+    fn split_top(s: &str, sep: char) -> Option<(&str, &str)> {
+        let mut depth = 0;
+        for (i, c) in s.char_indices() {
+            match c {
+                '{' | '[' => depth += 1,
+                '}' | ']' => depth -= 1,
+                c if c == sep && depth == 0 => return Some((&s[..i], &s[i + 1..])),
+                _ => {}
+            }
+        }
+        None
+    }
+
+    fn apply_spec(v: &Value, spec: &str, render: &dyn Fn(&Value) -> String) -> Result<String, String> {
+        if spec.is_empty() {
+            return Ok(render(v));
+        }
+        // [[fill]align][sign][#][0][width][,][.precision][type]
+        let chars: Vec<char> = spec.chars().collect();
+        let mut i = 0;
+        let mut fill = ' ';
+        let mut align: Option<char> = None;
+        if chars.len() >= 2 && matches!(chars[1], '<' | '>' | '^' | '=') {
+            fill = chars[0];
+            align = Some(chars[1]);
+            i = 2;
+        } else if !chars.is_empty() && matches!(chars[0], '<' | '>' | '^' | '=') {
+            align = Some(chars[0]);
+            i = 1;
+        }
+        let mut sign = '-';
+        if i < chars.len() && matches!(chars[i], '+' | '-' | ' ') {
+            sign = chars[i];
+            i += 1;
+        }
+        if i < chars.len() && chars[i] == '#' {
+            i += 1;
+        }
+        if i < chars.len() && chars[i] == '0' {
+            if align.is_none() {
+                fill = '0';
+                align = Some('=');
+            }
+            i += 1;
+        }
+        let mut width = 0usize;
+        while i < chars.len() && chars[i].is_ascii_digit() {
+            width = width * 10 + chars[i].to_digit(10).unwrap_or(0) as usize;
+            i += 1;
+        }
+        let mut grouping = false;
+        if i < chars.len() && (chars[i] == ',' || chars[i] == '_') {
+            grouping = true;
+            i += 1;
+        }
+        let mut precision: Option<usize> = None;
+        if i < chars.len() && chars[i] == '.' {
+            i += 1;
+            let mut p = 0;
+            while i < chars.len() && chars[i].is_ascii_digit() {
+                p = p * 10 + chars[i].to_digit(10).unwrap_or(0) as usize;
+                i += 1;
+            }
+            precision = Some(p);
+        }
+        let ty = chars.get(i).copied();
+        if i + 1 < chars.len() {
+            return Err("Invalid f-string: Invalid format specifier".into());
+        }
+        let is_number = matches!(v, Value::Int(_) | Value::Float(_) | Value::Bool(_) | Value::BigInt(_));
+        let body = match (v, ty) {
+            (Value::Str(s), None | Some('s')) => match precision {
+                Some(p) => s.chars().take(p).collect(),
+                None => s.to_string(),
+            },
+            (Value::Str(_), Some(_)) => return Err("Invalid f-string: Unknown format code for object of type 'str'".into()),
+            (_, Some('f' | 'F' | 'e' | 'E' | '%' | 'g' | 'G')) if is_number => {
+                let f = v.as_f64().unwrap_or(0.0);
+                let p = precision.unwrap_or(6);
+                match ty {
+                    Some('%') => format!("{:.*}%", p, f * 100.0),
+                    Some('e') => format!("{:.*e}", p, f),
+                    _ => format!("{:.*}", p, f),
+                }
+            }
+            (Value::Int(_) | Value::BigInt(_) | Value::Bool(_), None | Some('d')) => {
+                let s = match v {
+                    Value::Bool(b) => (*b as i64).to_string(),
+                    other => other.py_repr(),
+                };
+                if grouping { group(&s) } else { s }
+            }
+            (Value::Float(f), None) => match precision {
+                Some(p) => format!("{:.*}", p, f),
+                None => render(v),
+            },
+            (_, Some(t)) => return Err(format!("Invalid f-string: Unknown format code '{t}' for object of type '{}'", v.type_name())),
+            _ => render(v),
+        };
+        let (neg, digits) = if is_number && body.starts_with('-') { (true, body[1..].to_string()) } else { (false, body) };
+        let sign_text = if neg {
+            "-"
+        } else if is_number && sign == '+' {
+            "+"
+        } else if is_number && sign == ' ' {
+            " "
+        } else {
+            ""
+        };
+        let content_len = sign_text.chars().count() + digits.chars().count();
+        let pad = width.saturating_sub(content_len);
+        let default_align = if is_number { '>' } else { '<' };
+        let padding: String = std::iter::repeat_n(fill, pad).collect();
+        Ok(match align.unwrap_or(default_align) {
+            '<' => format!("{sign_text}{digits}{padding}"),
+            '^' => {
+                let left: String = std::iter::repeat_n(fill, pad / 2).collect();
+                let right: String = std::iter::repeat_n(fill, pad - pad / 2).collect();
+                format!("{left}{sign_text}{digits}{right}")
+            }
+            '=' => format!("{sign_text}{padding}{digits}"),
+            _ => format!("{padding}{sign_text}{digits}"),
+        })
+    }
+
+    fn group(s: &str) -> String {
+        let (neg, digits) = if let Some(d) = s.strip_prefix('-') { (true, d) } else { (false, s) };
+        let mut out = String::new();
+        for (i, c) in digits.chars().enumerate() {
+            if i > 0 && (digits.len() - i) % 3 == 0 {
+                out.push(',');
+            }
+            out.push(c);
+        }
+        if neg { format!("-{out}") } else { out }
+    }
+}
