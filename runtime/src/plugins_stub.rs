@@ -23,6 +23,11 @@ pub fn call(signature: &PluginSignature, args: Vec<Value>, _kwargs: Vec<(String,
             let text = match v { Value::Str(s) => s.to_string(), Value::List(_) | Value::Dict(_) => format!("@{}", v.repr_with("null", &|i| host.instance_display(i))), Value::Instance(i) => host.instance_display(*i), other => other.py_repr() };
             host.print(&text); Ok(Value::Null)
         }
+        "validate_type" => Ok(Value::Bool(true)),
+        "upper" => match &args[0] { Value::Str(s) => Ok(Value::str(&s.to_uppercase())), _ => Ok(Value::Null) },
+        "hostname" => match &args[0] { Value::Str(s) => Ok(Value::str(s.split('.').next().unwrap_or(""))), _ => Ok(Value::Null) },
+        "json_dumps" => Ok(Value::str(&args[0].py_repr())),
+        "sequence" => match &args[0] { Value::Int(n) => Ok(Value::List(std::sync::Arc::from((0..*n).map(Value::Int).collect::<Vec<_>>()))), _ => Ok(Value::Null) },
         "len" | "count" => match &args[0] { Value::List(l) => Ok(Value::Int(l.len() as i64)), Value::Str(s) => Ok(Value::Int(s.chars().count() as i64)), _ => Ok(Value::Int(0)) },
         _ => Err(PluginError::External { class: "NotImplementedError".into(), message: "stub".into() }),
     }

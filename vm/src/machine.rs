@@ -205,6 +205,23 @@ enum Key {
 
 type Reqs = Vec<(Key, CellId)>;
 
+/// The values of a task's requirements; a later key replaces an earlier one, as in the
+/// reference's dict.
+struct Values(Vec<(Key, Value)>);
+
+impl Values {
+    fn insert(&mut self, k: Key, v: Value) {
+        match self.0.iter_mut().find(|(x, _)| *x == k) {
+            Some(slot) => slot.1 = v,
+            None => self.0.push((k, v)),
+        }
+    }
+
+    fn get(&self, k: &Key) -> Option<&Value> {
+        self.0.iter().find(|(x, _)| x == k).map(|(_, v)| v)
+    }
+}
+
 /// What a task does when its requirements are ready.
 enum Body {
     /// Evaluate an expression and store it (`ExecutionUnit`), optionally as an attribute
@@ -337,7 +354,6 @@ pub struct Instance {
 pub struct EntityState {
     index: HashMap<String, InstanceId>,
     index_queue: Vec<(String, Vec<(CellId, Location)>)>,
-    pub instances: Vec<InstanceId>,
 }
 
 /// The evaluator's state.
@@ -358,7 +374,7 @@ pub struct Machine {
     /// Delayed cells that may be complete, in the order they were queued.
     pub wait_queue: VecDeque<CellId>,
     /// Pending (not finished) tasks, in creation order.
-    pub all_waiters: indexmap_lite::OrderedSet,
+    pub all_waiters: pending::Pending,
     host: Option<Box<dyn Host>>,
     unique: u64,
     symbols: Known,
@@ -370,33 +386,34 @@ struct Known {
     self_: Symbol,
 }
 
-/// A small insertion-ordered set of waiter ids.
-pub mod indexmap_lite {
-    use std::collections::HashMap;
-
+/// The pending tasks: waiter ids are allocated in creation order, so a flag per id keeps
+/// them in creation order without any reordering cost.
+pub mod pending {
     #[derive(Default)]
-    pub struct OrderedSet {
-        order: Vec<u32>,
-        position: HashMap<u32, usize>,
+    pub struct Pending {
+        flags: Vec<bool>,
         live: usize,
+        /// No pending task has a smaller id.
+        first: usize,
     }
 
-    impl OrderedSet {
+    impl Pending {
         pub fn insert(&mut self, id: u32) {
-            self.position.insert(id, self.order.len());
-            self.order.push(id);
+            let id = id as usize;
+            if self.flags.len() <= id {
+                self.flags.resize(id + 1, false);
+            }
+            self.flags[id] = true;
             self.live += 1;
         }
 
         pub fn remove(&mut self, id: u32) {
-            if let Some(p) = self.position.remove(&id) {
-                self.order[p] = u32::MAX;
+            let id = id as usize;
+            if self.flags.get(id).copied().unwrap_or(false) {
+                self.flags[id] = false;
                 self.live -= 1;
-                if self.order.len() > 1024 && self.live * 2 < self.order.len() {
-                    self.order.retain(|&x| x != u32::MAX);
-                    for (i, &x) in self.order.iter().enumerate() {
-                        self.position.insert(x, i);
-                    }
+                while self.first < self.flags.len() && !self.flags[self.first] {
+                    self.first += 1;
                 }
             }
         }
@@ -406,7 +423,11 @@ pub mod indexmap_lite {
         }
 
         pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
-            self.order.iter().copied().filter(|&x| x != u32::MAX)
+            self.flags[self.first.min(self.flags.len())..]
+                .iter()
+                .enumerate()
+                .filter(|(_, f)| **f)
+                .map(move |(i, _)| (i + self.first) as u32)
         }
     }
 }
@@ -415,7 +436,7 @@ impl Machine {
     pub fn new(program: Arc<Program>, host: Box<dyn Host>) -> Self {
         let self_ = program.names.iter().position(|n| n == "self").map(|i| Symbol::from_u32(i as u32));
         let entities = (0..program.entities.len())
-            .map(|_| EntityState { index: HashMap::new(), index_queue: Vec::new(), instances: Vec::new() })
+            .map(|_| EntityState { index: HashMap::new(), index_queue: Vec::new() })
             .collect();
         Machine {
             program,
@@ -835,7 +856,7 @@ impl Machine {
                 match self.set_cell(next, value, location, true) {
                     Ok(()) => Ok(false),
                     Err(e) if e.kind == ErrorKind::AttributeException => Err(e.at(stmt_location)),
-                    Err(e) => Err(self.attribute_error(instance, attr, e.at(stmt_location)).at(stmt_location)),
+                    Err(e) => Err(self.attribute_error(instance, attr, e.at(stmt_location), Some(stmt_location))),
                 }
             }
             Collector::IsDefined { target, location: owner } => {
@@ -1097,17 +1118,19 @@ impl Machine {
         };
         match self.set_cell(cell, value, location, recur) {
             Ok(()) => Ok(()),
-            Err(e) => Err(self.attribute_error(inst, name, e)),
+            Err(e) => Err(self.attribute_error(inst, name, e, None)),
         }
     }
 
-    fn attribute_error(&self, inst: InstanceId, name: Symbol, cause: EvalError) -> EvalError {
+    /// Wraps a failure to set an attribute. The reference locates the wrapper at the statement
+    /// that assigned (`location`), or at the instance when the instance itself raised it.
+    fn attribute_error(&self, inst: InstanceId, name: Symbol, cause: EvalError, location: Option<Location>) -> EvalError {
         let message = format!(
             "Could not set attribute `{}` on instance `{}`",
             self.program.name(name),
             self.instance_display(inst)
         );
-        let location = cause.location;
+        let location = location.or_else(|| self.instances[inst as usize].locations.first().copied());
         let mut e = EvalError::wrap(ErrorKind::AttributeException, message, cause);
         e.location = location;
         e
@@ -1942,8 +1965,8 @@ impl Machine {
     }
 
     /// The values of a task's requirements, in order (proxies deliver to their listener).
-    fn values(&mut self, requires: &Reqs) -> R<HashMap<Key, Value>> {
-        let mut out = HashMap::with_capacity(requires.len());
+    fn values(&mut self, requires: &Reqs) -> R<Values> {
+        let mut out = Values(Vec::with_capacity(requires.len()));
         for (k, c) in requires {
             let v = self.get_value(*c)?;
             out.insert(*k, v);
@@ -1988,7 +2011,7 @@ impl Machine {
                             if e.kind == ErrorKind::OptionalValueException {
                                 e.location = Some(ctx.location);
                             }
-                            Err(self.attribute_error(ctx.instance, ctx.attr, e.at(ctx.location)).at(ctx.location))
+                            Err(self.attribute_error(ctx.instance, ctx.attr, e.at(ctx.location), Some(ctx.location)))
                         }
                     }
                     (Err(e), None) => Err(e),
@@ -2104,7 +2127,7 @@ impl Machine {
             }
             Body::Hook { base, name, scope, resumer, propagate_unset, location } => {
                 let Some(base) = base else { unreachable!() };
-                let mut values = HashMap::new();
+                let mut values = Values(Vec::new());
                 let mut unset: Option<CellId> = None;
                 for (k, c) in requires {
                     match self.get_value(*c) {
@@ -2314,7 +2337,7 @@ impl Machine {
         helper: u32,
         unknown: bool,
         guarded: bool,
-        values: &HashMap<Key, Value>,
+        values: &Values,
         scope: ScopeId,
     ) -> R<Value> {
         let p = self.prog();
@@ -2332,7 +2355,7 @@ impl Machine {
         self.eval(element, values, scope)
     }
 
-    fn splat(&mut self, expr: ExprId, values: &HashMap<Key, Value>, scope: ScopeId) -> R<Vec<(Symbol, Value)>> {
+    fn splat(&mut self, expr: ExprId, values: &Values, scope: ScopeId) -> R<Vec<(Symbol, Value)>> {
         let v = self.eval(expr, values, scope)?;
         let Value::Dict(entries) = v else {
             return Err(typing("The ** operator can only be applied to dictionaries").at(self.program.expr(expr).location));
@@ -2386,7 +2409,7 @@ impl Machine {
         Ok(())
     }
 
-    fn exec_stmt(&mut self, stmt: StmtId, values: &HashMap<Key, Value>, scope: ScopeId) -> R<()> {
+    fn exec_stmt(&mut self, stmt: StmtId, values: &Values, scope: ScopeId) -> R<()> {
         let p = self.prog();
         let location = p.stmt(stmt).location;
         if let Some(Value::List(ids)) = values.get(&Key::Promises) {
@@ -2436,7 +2459,7 @@ impl Machine {
         }
     }
 
-    fn exec_subctor(&mut self, inst: InstanceId, index: u32, values: &HashMap<Key, Value>) -> R<()> {
+    fn exec_subctor(&mut self, inst: InstanceId, index: u32, values: &Values) -> R<()> {
         let p = self.prog();
         let entity = self.instances[inst as usize].entity;
         let implement = &p.entity(entity).implements[index as usize];
@@ -2484,7 +2507,7 @@ impl Machine {
 
     // ----- expression evaluation ----------------------------------------------------------
 
-    fn eval(&mut self, expr: ExprId, values: &HashMap<Key, Value>, scope: ScopeId) -> R<Value> {
+    fn eval(&mut self, expr: ExprId, values: &Values, scope: ScopeId) -> R<Value> {
         let p = self.prog();
         let e = p.expr(expr);
         let location = e.location;
@@ -2741,7 +2764,7 @@ impl Machine {
 
     // ----- constructors and indexes -------------------------------------------------------
 
-    fn construct(&mut self, ctor_id: CtorId, values: &HashMap<Key, Value>, scope: ScopeId, location: Location) -> R<Value> {
+    fn construct(&mut self, ctor_id: CtorId, values: &Values, scope: ScopeId, location: Location) -> R<Value> {
         let p = self.prog();
         let ctor = &p.ctors[ctor_id.index()];
         let entity = ctor.entity;
@@ -2939,9 +2962,6 @@ impl Machine {
 
     fn add_instance(&mut self, entity: EntityId, inst: InstanceId) -> R<()> {
         let p = self.prog();
-        if !self.entities[entity.index()].instances.contains(&inst) {
-            self.entities[entity.index()].instances.push(inst);
-        }
         self.add_to_index(entity, inst)?;
         for &parent in &p.entity(entity).parents {
             self.add_instance(parent, inst)?;
