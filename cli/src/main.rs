@@ -172,9 +172,10 @@ fn compile(args: &CompileArgs) -> Result<ExitCode> {
             }
             if args.stats {
                 eprintln!(
-                    "weft: {} instances, {} iterations; front end {:.3}s, total {:.3}s",
+                    "weft: {} instances, {} iterations, {}; front end {:.3}s, total {:.3}s",
                     outcome.instances,
                     outcome.iterations,
+                    outcome.tables,
                     loaded.as_secs_f64(),
                     started.elapsed().as_secs_f64()
                 );

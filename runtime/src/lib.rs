@@ -10,7 +10,6 @@
 //! Architecture invariant: the runtime never depends on the frontend or on codegen, so a host
 //! that only runs artifacts carries neither a parser nor a code generator.
 
-#[path = "plugins_stub.rs"]
 pub mod plugins;
 mod scheduler;
 
@@ -45,6 +44,7 @@ pub struct Outcome {
     /// Statistics, for benchmarks and `--verbose`.
     pub instances: usize,
     pub iterations: usize,
+    pub tables: String,
 }
 
 /// Evaluates a program.
@@ -52,7 +52,7 @@ pub fn evaluate(program: Arc<Program>, options: &Options) -> Outcome {
     let host = RuntimeHost { prints: Vec::new(), module_dirs: options.module_dirs.clone() };
     let mut machine = Machine::new(program.clone(), Box::new(host));
     let result = scheduler::run(&mut machine, options.max_iterations.unwrap_or(MAX_ITERATIONS));
-    let mut outcome = Outcome { instances: machine.instances.len(), ..Outcome::default() };
+    let mut outcome = Outcome { instances: machine.instances.len(), tables: machine.table_sizes(), ..Outcome::default() };
     match result {
         Ok(iterations) => outcome.iterations = iterations,
         Err(errors) => outcome.errors = errors.into_iter().map(|e| to_diagnostic(&program, e)).collect(),
@@ -131,8 +131,10 @@ impl Host for RuntimeHost {
                 plugins::PluginError::Type(message) => {
                     PluginFailure::Error(EvalError::new(ErrorKind::PluginTypeException, message))
                 }
+                // The reference reports a reference where the annotation allows none as a
+                // plugin type error.
                 plugins::PluginError::Reference(message) => {
-                    PluginFailure::Error(EvalError::new(ErrorKind::UnexpectedReference, message))
+                    PluginFailure::Error(EvalError::new(ErrorKind::PluginTypeException, message))
                 }
                 plugins::PluginError::Runtime(message) => {
                     PluginFailure::Error(EvalError::new(ErrorKind::RuntimeException, message))

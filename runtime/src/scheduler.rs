@@ -167,7 +167,7 @@ fn final_checks(machine: &mut Machine) -> Result<(), Vec<EvalError>> {
     for inst in 0..machine.instances.len() as u32 {
         let (entity, slots, has_impl, location) = {
             let i = &machine.instances[inst as usize];
-            (i.entity, i.slots.clone(), !i.implementations.is_empty(), i.locations.first().copied())
+            (i.entity, i.slots.clone(), !i.implementations.is_empty(), i.locations.last().copied())
         };
         let e = program.entity(entity);
         if !has_impl {

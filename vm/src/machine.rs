@@ -460,6 +460,19 @@ impl Machine {
         }
     }
 
+    /// Sizes of the machine's tables, for `--stats`.
+    pub fn table_sizes(&self) -> String {
+        format!(
+            "{} cells ({} B each), {} tasks ({} B each), {} scopes, {} collectors",
+            self.cells.len(),
+            std::mem::size_of::<Cell>(),
+            self.waiters.len(),
+            std::mem::size_of::<Waiter>(),
+            self.scopes.len(),
+            self.collectors.len()
+        )
+    }
+
     /// Runs `f` with the host.
     pub fn with_host<T>(&mut self, f: impl FnOnce(&mut dyn Host) -> T) -> T {
         let mut host = self.host.take().unwrap_or_else(|| Box::new(NoHost));
@@ -1130,7 +1143,7 @@ impl Machine {
             self.program.name(name),
             self.instance_display(inst)
         );
-        let location = location.or_else(|| self.instances[inst as usize].locations.first().copied());
+        let location = location.or_else(|| self.instances[inst as usize].locations.last().copied());
         let mut e = EvalError::wrap(ErrorKind::AttributeException, message, cause);
         e.location = location;
         e
@@ -1198,7 +1211,7 @@ impl Machine {
     /// Validates a value against an attribute type (references allowed, as for attributes).
     pub fn validate_value_type(&mut self, t: ValueType, value: &Value) -> R<()> {
         if matches!(value, Value::Reference(_)) {
-            return Ok(());
+            return self.validate_reference(t.base, value);
         }
         if matches!(value, Value::Null) {
             if t.nullable {
@@ -1212,7 +1225,11 @@ impl Machine {
                 return Err(rt(format!("Invalid value '{}', expected list", self.display_value(value))));
             };
             for item in items.iter() {
-                if matches!(item, Value::Reference(_) | Value::Unknown) {
+                if matches!(item, Value::Unknown) {
+                    continue;
+                }
+                if matches!(item, Value::Reference(_)) {
+                    self.validate_reference(t.base, item)?;
                     continue;
                 }
                 self.validate_base(t.base, item)?;
@@ -1220,6 +1237,19 @@ impl Machine {
             return Ok(());
         }
         self.validate_base(t.base, value)
+    }
+
+    /// A reference stands for a value of a primitive type; a constrained type (a typedef)
+    /// cannot be checked before the reference is resolved, so it is refused.
+    fn validate_reference(&self, base: BaseType, value: &Value) -> R<()> {
+        match base {
+            BaseType::Primitive(_) => Ok(()),
+            BaseType::Typedef(td) => Err(typing(format!(
+                "Invalid value `{}`: references can not be used for values of the constrained type {}",
+                self.display_value(value),
+                self.program.typedefs[td.index()].name
+            ))),
+        }
     }
 
     fn type_name(&self, t: ValueType) -> String {
