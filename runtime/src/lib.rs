@@ -11,6 +11,7 @@
 //! that only runs artifacts carries neither a parser nor a code generator.
 
 pub mod plugins;
+mod python;
 mod scheduler;
 
 use std::collections::HashMap;
@@ -108,8 +109,11 @@ impl Host for RuntimeHost {
     ) -> Result<Value, PluginFailure> {
         let program = machine.program.clone();
         let signature = &program.plugins[plugin.index()];
-        let mut adapter = Adapter { machine, scope, host: self };
         let name = signature.qualified_name();
+        if signature.namespace != "std" {
+            return self.call_python(machine, signature, args, kwargs);
+        }
+        let mut adapter = Adapter { machine, scope, host: self };
         match plugins::call(signature, args, kwargs, &mut adapter) {
             Ok(v) => Ok(v),
             Err(e) => Err(match e {
@@ -146,6 +150,84 @@ impl Host for RuntimeHost {
     fn take_prints(&mut self) -> Vec<String> {
         std::mem::take(&mut self.prints)
     }
+}
+
+impl RuntimeHost {
+    /// A module's own plugin, through the Python bridge.
+    fn call_python(
+        &mut self,
+        machine: &mut Machine,
+        signature: &weft_ir::plugin::PluginSignature,
+        args: Vec<Value>,
+        kwargs: Vec<(String, Value)>,
+    ) -> Result<Value, PluginFailure> {
+        let name = signature.qualified_name();
+        let top = signature.namespace.split("::").next().unwrap_or_default();
+        let Some(root) = self.module_dirs.get(top).cloned() else {
+            return Err(PluginFailure::Error(EvalError::new(
+                ErrorKind::ExternalException,
+                format!("Exception in plugin {name}: the module {top} has no Python code on disk"),
+            )));
+        };
+        let module = format!("inmanta_plugins.{}", signature.namespace.replace("::", "."));
+        let args = args.into_iter().map(|v| bridge_value(machine, v)).collect::<Result<Vec<_>, _>>()?;
+        let kwargs =
+            kwargs.into_iter().map(|(k, v)| Ok((k, bridge_value(machine, v)?))).collect::<Result<Vec<_>, _>>()?;
+        match python::call(&root, &module, &signature.name, args, kwargs) {
+            Ok(v) => Ok(v),
+            Err(python::BridgeError::Python(class, message)) => Err(PluginFailure::Error(wrap(
+                ErrorKind::ExternalException,
+                format!("Exception in plugin {name}"),
+                EvalError::new(ErrorKind::ExternalException, format!("{class}: {message}")),
+            ))),
+            Err(python::BridgeError::Plugin(message)) => Err(PluginFailure::Error(EvalError::new(
+                ErrorKind::ExplicitPluginException,
+                format!("PluginException in plugin {name}: {message}"),
+            ))),
+            Err(python::BridgeError::Unavailable(message)) => Err(PluginFailure::Error(EvalError::new(
+                ErrorKind::ExternalException,
+                format!("Exception in plugin {name}: {message}"),
+            ))),
+        }
+    }
+}
+
+/// Converts an argument for the Python bridge: instances of `std::Dataclass` entities become
+/// their Python dataclass; other instances cannot cross.
+fn bridge_value(machine: &mut Machine, v: Value) -> Result<python::BridgeValue, PluginFailure> {
+    let Value::Instance(inst) = v else { return Ok(python::BridgeValue::Plain(v)) };
+    let program = machine.program.clone();
+    let entity = machine.instances[inst as usize].entity;
+    let is_dataclass = program
+        .entities
+        .iter()
+        .enumerate()
+        .any(|(i, e)| e.name == "std::Dataclass" && program.is_subclass(entity, weft_ir::program::EntityId(i as u32)));
+    let full = &program.entity(entity).name;
+    if !is_dataclass {
+        return Err(PluginFailure::Error(EvalError::new(
+            ErrorKind::ExternalException,
+            format!("the instance {} can not be passed to a Python plugin", machine.instance_display(inst)),
+        )));
+    }
+    let (ns, class) = full.rsplit_once("::").unwrap_or(("", full));
+    let mut fields = Vec::new();
+    for (name, _) in program.entity(entity).slots.clone() {
+        let text = program.name(name).to_string();
+        if text == "requires" || text == "provides" {
+            continue;
+        }
+        let value = machine.attribute_value(inst, &text).map_err(|e| match e.unset {
+            Some(cell) => PluginFailure::Unset(cell),
+            None => PluginFailure::Error(e),
+        })?;
+        fields.push((text, bridge_value(machine, value)?));
+    }
+    Ok(python::BridgeValue::Dataclass {
+        module: format!("inmanta_plugins.{}", ns.replace("::", ".")),
+        class: class.to_string(),
+        fields,
+    })
 }
 
 fn wrap(kind: ErrorKind, message: String, cause: EvalError) -> EvalError {

@@ -1,0 +1,381 @@
+//! Matching call arguments with a plugin's parameters, as the reference's
+//! `Plugin.check_args` does (its checks, their order and its messages), then as Python binds
+//! them for the call (defaults from their source text).
+
+use std::sync::Arc;
+
+use num_bigint::BigInt;
+use weft_ir::plugin::{ParamKind, PluginParam, PluginSignature};
+use weft_ir::value::Value;
+
+use super::types::{Check, Ty};
+use super::{PluginError, PluginHost, pyfmt, resolve_annotation};
+
+/// Arguments bound to parameters, as the Python function receives them.
+#[derive(Debug, Default)]
+pub(crate) struct Bound {
+    /// Every named (not variadic) parameter with its value: given or the default. A parameter
+    /// without a value (only possible when called without checks) is absent.
+    pub values: Vec<(String, Value)>,
+    /// Extra positional arguments (`*args`).
+    pub varargs: Vec<Value>,
+    /// Extra keyword arguments (`**kwargs`), in call order.
+    pub varkwargs: Vec<(String, Value)>,
+    /// Some top-level argument is Unknown.
+    pub has_unknown: bool,
+}
+
+impl Bound {
+    pub(crate) fn get(&self, name: &str) -> Option<&Value> {
+        self.values.iter().find(|(n, _)| n == name).map(|(_, v)| v)
+    }
+}
+
+fn is_positional(p: &PluginParam) -> bool {
+    matches!(p.kind, ParamKind::PositionalOrKeyword | ParamKind::PositionalOnly)
+}
+
+/// `check_args`: counts, missing arguments, unknown and repeated keywords, and the validation
+/// of every argument that is not Unknown; then binds them.
+pub(crate) fn check_args(
+    signature: &PluginSignature,
+    qualified: &str,
+    args: Vec<Value>,
+    kwargs: Vec<(String, Value)>,
+    host: &mut dyn PluginHost,
+) -> Result<Bound, PluginError> {
+    let positional: Vec<&PluginParam> = signature.params.iter().filter(|p| is_positional(p)).collect();
+    let keyword_only: Vec<&PluginParam> =
+        signature.params.iter().filter(|p| p.kind == ParamKind::KeywordOnly).collect();
+    let var_args = signature.params.iter().find(|p| p.kind == ParamKind::VarPositional);
+    let var_kwargs = signature.params.iter().find(|p| p.kind == ParamKind::VarKeyword);
+
+    if var_args.is_none() && args.len() > positional.len() {
+        return Err(PluginError::Runtime(format!(
+            "{qualified}() takes {} positional arguments but {} were given",
+            positional.len(),
+            args.len()
+        )));
+    }
+    let given = |name: &str| kwargs.iter().any(|(k, _)| k == name);
+    let missing: Vec<&str> = positional
+        .iter()
+        .enumerate()
+        .filter(|(i, p)| *i >= args.len() && !given(&p.name) && p.default.is_none())
+        .map(|(_, p)| p.name.as_str())
+        .collect();
+    report_missing(qualified, &missing, "positional")?;
+    let missing: Vec<&str> =
+        keyword_only.iter().filter(|p| !given(&p.name) && p.default.is_none()).map(|p| p.name.as_str()).collect();
+    report_missing(qualified, &missing, "keyword-only")?;
+
+    let mut bound = Bound::default();
+    for (position, value) in args.iter().enumerate() {
+        let param = positional.get(position).copied().or(var_args);
+        let Some(param) = param else { continue };
+        if matches!(value, Value::Unknown) {
+            bound.has_unknown = true;
+        } else {
+            validate_argument(signature, qualified, param, value, host)?;
+        }
+    }
+    for (name, value) in &kwargs {
+        let named = positional.iter().chain(keyword_only.iter()).position(|p| p.name == *name);
+        let param = match named {
+            Some(i) => positional.iter().chain(keyword_only.iter()).nth(i).copied(),
+            None => var_kwargs,
+        };
+        let Some(param) = param else {
+            return Err(PluginError::Runtime(format!("{qualified}() got an unexpected keyword argument: '{name}'")));
+        };
+        if named.is_some_and(|i| i < positional.len() && i < args.len()) {
+            return Err(PluginError::Runtime(format!("{qualified}() got multiple values for argument '{name}'")));
+        }
+        if matches!(value, Value::Unknown) {
+            bound.has_unknown = true;
+        } else {
+            validate_argument(signature, qualified, param, value, host)?;
+        }
+    }
+
+    let has_unknown = bound.has_unknown;
+    let mut bound = bind(&signature.params, args, kwargs);
+    bound.has_unknown = has_unknown;
+    Ok(bound)
+}
+
+/// The reference's `report_missing_arguments`.
+fn report_missing(qualified: &str, missing: &[&str], sort: &str) -> Result<(), PluginError> {
+    match missing {
+        [] => Ok(()),
+        [one] => Err(PluginError::Runtime(format!("{qualified}() missing 1 required {sort} argument: '{one}'"))),
+        [rest @ .., last] => {
+            let rest: Vec<String> = rest.iter().map(|n| format!("'{n}'")).collect();
+            Err(PluginError::Runtime(format!(
+                "{qualified}() missing {} required {sort} arguments: {} and '{last}'",
+                missing.len(),
+                rest.join(", ")
+            )))
+        }
+    }
+}
+
+/// `convert_and_validate` for one argument.
+fn validate_argument(
+    signature: &PluginSignature,
+    qualified: &str,
+    param: &PluginParam,
+    value: &Value,
+    host: &mut dyn PluginHost,
+) -> Result<(), PluginError> {
+    let ty = match &param.annotation {
+        Some(annotation) => resolve_annotation(annotation, &signature.namespace),
+        None => Arc::new(Ty::Any),
+    };
+    let check = ty.validate(value, host)?;
+    let is_reference = matches!(value, Value::Reference(_));
+    let reference_message = || {
+        format!(
+            "Value {} for argument {} of plugin {qualified} {} a reference. To allow references, use `| Reference[...]` \
+             in your type annotation.",
+            pyfmt::dsl_repr(value, host),
+            param.name,
+            if is_reference { "is" } else { "contains" }
+        )
+    };
+    match check {
+        Check::Ok => Ok(()),
+        Check::Reference => Err(PluginError::Reference(reference_message())),
+        Check::Mismatch if is_reference && !ty.supports_references() => Err(PluginError::Reference(reference_message())),
+        Check::Mismatch => Err(PluginError::Type(format!(
+            "Value {} for argument {} of plugin {qualified} has incompatible type. Expected type: {}",
+            pyfmt::dsl_repr(value, host),
+            param.name,
+            ty.type_string()
+        ))),
+    }
+}
+
+/// Binds arguments as Python does once they are known to fit: positional ones in order (the
+/// rest to `*args`), keywords by name (the rest to `**kwargs`), defaults for the others.
+pub(crate) fn bind(params: &[PluginParam], args: Vec<Value>, kwargs: Vec<(String, Value)>) -> Bound {
+    let mut bound = Bound::default();
+    let mut args = args.into_iter();
+    let mut slots: Vec<(String, Option<Value>, Option<&str>)> = Vec::new();
+    for param in params {
+        match param.kind {
+            ParamKind::PositionalOrKeyword | ParamKind::PositionalOnly => {
+                slots.push((param.name.clone(), args.next(), param.default.as_deref()));
+            }
+            ParamKind::KeywordOnly => slots.push((param.name.clone(), None, param.default.as_deref())),
+            ParamKind::VarPositional | ParamKind::VarKeyword => {}
+        }
+    }
+    bound.varargs = args.collect();
+    for (name, value) in kwargs {
+        match slots.iter_mut().find(|(n, _, _)| *n == name) {
+            Some(slot) => slot.1 = Some(value),
+            None => bound.varkwargs.push((name, value)),
+        }
+    }
+    for (name, value, default) in slots {
+        if let Some(value) = value.or_else(|| default.map(parse_default)) {
+            bound.values.push((name, value));
+        }
+    }
+    bound
+}
+
+/// The value of a parameter default from its Python source text: literals (`None`, `True`,
+/// numbers, strings) and lists, tuples and dicts of literals. Anything else (a name, a call)
+/// cannot be evaluated without Python and becomes `None`.
+pub(crate) fn parse_default(text: &str) -> Value {
+    let mut parser = LiteralParser { s: text.as_bytes(), text, i: 0 };
+    match parser.value() {
+        Some(v) if parser.at_end() => v,
+        _ => Value::Null,
+    }
+}
+
+struct LiteralParser<'a> {
+    s: &'a [u8],
+    text: &'a str,
+    i: usize,
+}
+
+impl LiteralParser<'_> {
+    fn ws(&mut self) {
+        while self.i < self.s.len() && (self.s[self.i] as char).is_ascii_whitespace() {
+            self.i += 1;
+        }
+    }
+
+    fn at_end(&mut self) -> bool {
+        self.ws();
+        self.i >= self.s.len()
+    }
+
+    fn eat(&mut self, c: u8) -> bool {
+        self.ws();
+        if self.s.get(self.i) == Some(&c) {
+            self.i += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn value(&mut self) -> Option<Value> {
+        self.ws();
+        let c = *self.s.get(self.i)?;
+        match c {
+            b'[' | b'(' => {
+                self.i += 1;
+                let close = if c == b'[' { b']' } else { b')' };
+                let mut items = Vec::new();
+                while !self.eat(close) {
+                    items.push(self.value()?);
+                    if !self.eat(b',') {
+                        if !self.eat(close) {
+                            return None;
+                        }
+                        break;
+                    }
+                }
+                Some(Value::List(Arc::from(items)))
+            }
+            b'{' => {
+                self.i += 1;
+                let mut entries: Vec<(Arc<str>, Value)> = Vec::new();
+                while !self.eat(b'}') {
+                    let Value::Str(key) = self.value()? else { return None };
+                    if !self.eat(b':') {
+                        return None;
+                    }
+                    let value = self.value()?;
+                    match entries.iter_mut().find(|(k, _)| *k == key) {
+                        Some(entry) => entry.1 = value,
+                        None => entries.push((key, value)),
+                    }
+                    if !self.eat(b',') {
+                        if !self.eat(b'}') {
+                            return None;
+                        }
+                        break;
+                    }
+                }
+                Some(Value::Dict(Arc::from(entries)))
+            }
+            b'"' | b'\'' => self.string(),
+            b'r' | b'R' | b'u' | b'U'
+                if matches!(self.s.get(self.i + 1), Some(b'"' | b'\'')) =>
+            {
+                let raw = matches!(c, b'r' | b'R');
+                self.i += 1;
+                if raw { self.raw_string() } else { self.string() }
+            }
+            b'-' | b'+' => {
+                self.i += 1;
+                let v = self.value()?;
+                if c == b'+' {
+                    return v.is_number().then_some(v);
+                }
+                weft_ir::value::arith(weft_ir::value::ArithOp::Sub, &Value::Int(0), &v).ok()
+            }
+            b'0'..=b'9' | b'.' => self.number(),
+            _ => {
+                let start = self.i;
+                while self.i < self.s.len() && (self.s[self.i].is_ascii_alphanumeric() || self.s[self.i] == b'_') {
+                    self.i += 1;
+                }
+                match &self.text[start..self.i] {
+                    "None" => Some(Value::Null),
+                    "True" => Some(Value::Bool(true)),
+                    "False" => Some(Value::Bool(false)),
+                    _ => None,
+                }
+            }
+        }
+    }
+
+    fn number(&mut self) -> Option<Value> {
+        let start = self.i;
+        while self.i < self.s.len()
+            && (self.s[self.i].is_ascii_alphanumeric()
+                || self.s[self.i] == b'.'
+                || self.s[self.i] == b'_'
+                || ((self.s[self.i] == b'-' || self.s[self.i] == b'+')
+                    && matches!(self.s[self.i - 1], b'e' | b'E')
+                    && !self.text[start..self.i].starts_with("0x")))
+        {
+            self.i += 1;
+        }
+        let text: String = self.text[start..self.i].chars().filter(|c| *c != '_').collect();
+        let lower = text.to_ascii_lowercase();
+        let radix = [("0x", 16), ("0o", 8), ("0b", 2)].into_iter().find(|(p, _)| lower.starts_with(p));
+        if let Some((prefix, radix)) = radix {
+            return BigInt::parse_bytes(lower[prefix.len()..].as_bytes(), radix).map(Value::int);
+        }
+        if lower.contains(['.', 'e']) {
+            return lower.parse::<f64>().ok().map(Value::Float);
+        }
+        BigInt::parse_bytes(lower.as_bytes(), 10).map(Value::int)
+    }
+
+    fn raw_string(&mut self) -> Option<Value> {
+        let quote = self.s[self.i];
+        self.i += 1;
+        let start = self.i;
+        while self.i < self.s.len() && self.s[self.i] != quote {
+            if self.s[self.i] == b'\\' {
+                self.i += 1;
+            }
+            self.i += 1;
+        }
+        let s = self.text.get(start..self.i)?;
+        self.i += 1;
+        Some(Value::str(s))
+    }
+
+    fn string(&mut self) -> Option<Value> {
+        let quote = self.s[self.i] as char;
+        self.i += 1;
+        let rest = &self.text[self.i..];
+        let mut out = String::new();
+        let mut chars = rest.char_indices();
+        while let Some((offset, c)) = chars.next() {
+            match c {
+                c if c == quote => {
+                    self.i += offset + 1;
+                    return Some(Value::str(&out));
+                }
+                '\\' => {
+                    let (_, e) = chars.next()?;
+                    match e {
+                        'n' => out.push('\n'),
+                        't' => out.push('\t'),
+                        'r' => out.push('\r'),
+                        '0' => out.push('\0'),
+                        '\\' | '\'' | '"' => out.push(e),
+                        'x' | 'u' | 'U' => {
+                            let len = match e {
+                                'x' => 2,
+                                'u' => 4,
+                                _ => 8,
+                            };
+                            let hex: String = (0..len).filter_map(|_| chars.next().map(|(_, c)| c)).collect();
+                            out.push(char::from_u32(u32::from_str_radix(&hex, 16).ok()?)?);
+                        }
+                        '\n' => {}
+                        other => {
+                            out.push('\\');
+                            out.push(other);
+                        }
+                    }
+                }
+                c => out.push(c),
+            }
+        }
+        None
+    }
+}

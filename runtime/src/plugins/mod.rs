@@ -1,0 +1,254 @@
+//! Plugins: argument binding and checking as the reference does it, and the native
+//! implementations of the std plugins.
+//!
+//! The evaluator calls [`call`] when a plugin call's arguments are complete. Everything the
+//! plugin needs from the evaluation (printing, variables for templates, instance attributes)
+//! goes through [`PluginHost`], which the evaluator implements.
+//!
+//! A call goes through the same steps as in the reference (`inmanta.plugins.Plugin.check_args`
+//! and `inmanta.ast.statements.call.PluginFunction`):
+//!
+//! 1. `bind`: the arguments are matched with the parameters (count, missing, unexpected and
+//!    repeated keywords, with the reference's messages) and each one that is not Unknown is
+//!    validated against its annotation (`types`), which the reference resolves to a DSL type;
+//! 2. a top-level Unknown argument makes the result Unknown without calling the plugin, unless
+//!    the plugin allows unknowns;
+//! 3. the native implementation runs (`std`, `template`, `validate`);
+//! 4. the returned value is validated against the return annotation.
+//!
+//! Error kinds, as the evaluator reports them (see [`PluginError`]):
+//!
+//! | variant | reference exception |
+//! | --- | --- |
+//! | `Runtime` | `RuntimeException` (bad argument count or keywords) |
+//! | `Type` | `PluginTypeException` (cause `RuntimeException`/`TypingException`) |
+//! | `Reference` | `PluginTypeException` with cause `UnexpectedReference` |
+//! | `External` | `ExternalException` wrapping the Python exception `class` |
+//! | `Explicit` | `ExplicitPluginException` |
+//! | `Wrapped` | `WrappingRuntimeException` wrapping `kind` |
+//! | `Unset` | not an error: suspend the call and run it again later |
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use weft_ir::ErrorKind;
+use weft_ir::plugin::{PluginSignature, TypeAnnotation};
+use weft_ir::value::Value;
+
+mod bind;
+mod format;
+mod json;
+mod net;
+mod pyfmt;
+mod std_plugins;
+mod template;
+mod types;
+mod validate;
+
+#[cfg(test)]
+mod tests;
+
+/// Why a plugin call did not produce a value.
+#[derive(Clone, Debug)]
+pub enum PluginError {
+    /// The plugin read a variable or attribute that has no value yet (the host's cell id):
+    /// the evaluator suspends the call and runs it again when the cell is ready.
+    Unset(u32),
+    /// The plugin raised a Python exception (`ExternalException` in the reference); `class` is
+    /// the Python exception class (`AssertionError`, `IndexError`, `TemplateNotFound`).
+    External { class: String, message: String },
+    /// The plugin raised `PluginException` (`ExplicitPluginException`).
+    Explicit(String),
+    /// A compiler error happened inside the plugin (`WrappingRuntimeException` wrapping `kind`),
+    /// such as an undefined variable in a template.
+    Wrapped { kind: ErrorKind, message: String },
+    /// An argument or the return value does not match its annotation (`PluginTypeException`).
+    Type(String),
+    /// A reference passed for a parameter whose annotation does not allow one. The reference
+    /// reports a `PluginTypeException` caused by `UnexpectedReference`, with the message
+    /// carried here (`Value <...> for argument string of plugin std::upper is a reference. ...`).
+    Reference(String),
+    /// Bad arguments: count, unknown or repeated keyword (`RuntimeException`).
+    Runtime(String),
+}
+
+impl PluginError {
+    /// The reference's exception kind for this error (the outer one; `Unset` has none and
+    /// maps to `UnsetException`).
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            PluginError::Unset(_) => ErrorKind::UnsetException,
+            PluginError::External { .. } => ErrorKind::ExternalException,
+            PluginError::Explicit(_) => ErrorKind::ExplicitPluginException,
+            PluginError::Wrapped { .. } => ErrorKind::WrappingRuntimeException,
+            PluginError::Type(_) | PluginError::Reference(_) => ErrorKind::PluginTypeException,
+            PluginError::Runtime(_) => ErrorKind::RuntimeException,
+        }
+    }
+
+    /// The message of the error itself (for `External`, `Wrapped`: the wrapped exception's).
+    pub fn message(&self) -> String {
+        match self {
+            PluginError::Unset(cell) => format!("value of cell {cell} is not set yet"),
+            PluginError::External { message, .. }
+            | PluginError::Wrapped { message, .. }
+            | PluginError::Explicit(message)
+            | PluginError::Type(message)
+            | PluginError::Reference(message)
+            | PluginError::Runtime(message) => message.clone(),
+        }
+    }
+
+    pub(crate) fn external(class: &str, message: impl Into<String>) -> PluginError {
+        PluginError::External { class: class.to_string(), message: message.into() }
+    }
+
+    /// A Python `Exception` raised by the plugin.
+    pub(crate) fn exception(message: impl Into<String>) -> PluginError {
+        PluginError::external("Exception", message)
+    }
+}
+
+/// What a plugin can ask of the evaluation that calls it.
+pub trait PluginHost {
+    /// Writes one `std::print` line (without the newline). The text may itself contain
+    /// newlines when a multi-line string is printed.
+    fn print(&mut self, text: &str);
+    /// An environment variable of the compiling process.
+    fn env_var(&self, name: &str) -> Option<String>;
+    /// The value of a variable as the calling statement sees it (templates render with the
+    /// caller's scope: in an implementation, the instance's attributes and `self`).
+    /// `Err(PluginError::Unset)` when it has no value yet; `Err(Wrapped{NotFoundException})`
+    /// when no such variable exists.
+    fn lookup(&mut self, name: &str) -> Result<Value, PluginError>;
+    /// An attribute of an instance; a relation with several values is a `Value::List`.
+    /// Expected errors: `Unset` while it has no value yet, `Wrapped{NotFoundException}` when
+    /// the entity has no such attribute, and `Wrapped{OptionalValueException}` for a `[0:1]`
+    /// relation without a value (the reference raises `OptionalValueException` there, which
+    /// templates render as an empty, false value and `std::familyof` treats as the end).
+    fn attribute(&mut self, instance: u32, name: &str) -> Result<Value, PluginError>;
+    /// The fully qualified entity name of an instance (`__config__::A`).
+    fn instance_type(&self, instance: u32) -> String;
+    /// Whether the instance's entity is `entity` (fully qualified) or a subtype of it.
+    fn is_instance_of(&self, instance: u32, entity: &str) -> bool;
+    /// `__config__::A (instantiated at ./main.cf:3)`, as the reference's `str()` of an instance.
+    fn instance_display(&self, instance: u32) -> String;
+    /// The directory of a loaded module (it holds `templates/` and `files/`). `module_dir("")`
+    /// is asked for paths that start with `/`, which the reference resolves in the project
+    /// directory.
+    fn module_dir(&self, module: &str) -> Option<PathBuf>;
+    /// Checks a value that is not an instance against a user typedef named in a plugin
+    /// annotation (fully qualified, `mymod::name`): `Ok(true)` when the value satisfies the
+    /// typedef's base type and constraint. `Ok(false)` when it does not, or when no typedef has
+    /// that name (then the name is an entity, which only instances satisfy).
+    ///
+    /// Added to the interface because validating a typedef means evaluating its constraint,
+    /// which only the evaluator can do. std's typedefs are checked natively and never reach
+    /// this method. The default knows no typedef.
+    fn check_typedef(&mut self, name: &str, value: &Value) -> Result<bool, PluginError> {
+        let _ = (name, value);
+        Ok(false)
+    }
+}
+
+/// How a native implementation ends without a value: an error, or an Unknown met while
+/// reading a value through a proxy (the reference raises `UnknownException`, which makes the
+/// call's result Unknown).
+#[derive(Debug)]
+pub(crate) enum Flow {
+    Error(PluginError),
+    Unknown,
+}
+
+impl From<PluginError> for Flow {
+    fn from(e: PluginError) -> Flow {
+        Flow::Error(e)
+    }
+}
+
+pub(crate) type NativeResult = Result<Value, Flow>;
+
+/// Calls a plugin with evaluated arguments: binds them to the signature's parameters, checks
+/// them against their annotations, applies the Unknown rule (a top-level Unknown argument gives
+/// an Unknown result without calling, unless the plugin allows unknowns) and runs the native
+/// implementation; then checks the returned value against the return annotation.
+///
+/// A plugin without a native implementation (a module's own Python plugin) fails with
+/// `External { class: "NotImplementedError" }` when it would be called.
+///
+/// In direct execution (a typedef constraint) the reference raises a `RuntimeException`
+/// ("Received unknown value during direct execution") where this returns `Ok(Value::Unknown)`;
+/// the evaluator makes that distinction.
+pub fn call(
+    signature: &PluginSignature,
+    args: Vec<Value>,
+    kwargs: Vec<(String, Value)>,
+    host: &mut dyn PluginHost,
+) -> Result<Value, PluginError> {
+    let qualified = signature.qualified_name();
+    let bound = bind::check_args(signature, &qualified, args, kwargs, host)?;
+    if bound.has_unknown && !signature.allow_unknown {
+        return Ok(Value::Unknown);
+    }
+    let Some(native) = std_plugins::lookup(&qualified) else {
+        return Err(PluginError::external(
+            "NotImplementedError",
+            format!("plugin {qualified} has no native implementation in weft"),
+        ));
+    };
+    let result = match (native.run)(&mut std_plugins::Ctx { host: &mut *host, args: bound }) {
+        Ok(value) => value,
+        Err(Flow::Unknown) => return Ok(Value::Unknown),
+        Err(Flow::Error(e)) => return Err(e),
+    };
+    check_return(signature.returns.as_ref(), &signature.namespace, &qualified, &result, host)?;
+    Ok(result)
+}
+
+/// Whether a plugin with this qualified name (`std::print`) has a native implementation.
+pub fn has_native(qualified_name: &str) -> bool {
+    std_plugins::lookup(qualified_name).is_some()
+}
+
+/// Validates a returned value against the return annotation (none means `any`).
+fn check_return(
+    annotation: Option<&TypeAnnotation>,
+    namespace: &str,
+    qualified: &str,
+    value: &Value,
+    host: &mut dyn PluginHost,
+) -> Result<(), PluginError> {
+    let ty = match annotation {
+        Some(annotation) => resolve_annotation(annotation, namespace),
+        None => Arc::new(types::Ty::Any),
+    };
+    match ty.validate(value, host)? {
+        types::Check::Ok => Ok(()),
+        types::Check::Mismatch | types::Check::Reference => Err(PluginError::Type(format!(
+            "Return value {} of plugin {qualified} has incompatible type. Expected type: {}",
+            pyfmt::dsl_str(value, host),
+            ty.type_string()
+        ))),
+    }
+}
+
+thread_local! {
+    /// Resolved annotations, per thread: the same few annotations are resolved for every call.
+    static ANNOTATIONS: RefCell<HashMap<(TypeAnnotation, String), Arc<types::Ty>>> = RefCell::new(HashMap::new());
+}
+
+/// The DSL type an annotation resolves to, as the reference's `PluginValue.resolve_type`.
+pub(crate) fn resolve_annotation(annotation: &TypeAnnotation, namespace: &str) -> Arc<types::Ty> {
+    let key = (annotation.clone(), namespace.to_string());
+    if let Some(ty) = ANNOTATIONS.with_borrow(|cache| cache.get(&key).cloned()) {
+        return ty;
+    }
+    let ty = Arc::new(match annotation {
+        TypeAnnotation::Dsl(text) => types::Ty::from_dsl(text, namespace),
+        TypeAnnotation::Python(text) => types::Ty::from_python(text, namespace),
+    });
+    ANNOTATIONS.with_borrow_mut(|cache| cache.insert(key, ty.clone()));
+    ty
+}

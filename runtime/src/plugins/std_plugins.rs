@@ -1,0 +1,1212 @@
+//! The native implementations of std's plugins (inmanta-module-std 8.7.5), with the
+//! behaviour of their Python code: what they return, and the Python exceptions they raise.
+//!
+//! Not implemented (they fail as plugins without a native implementation):
+//! `generate_password` and `password` (a password file in the compiler's data directory, and
+//! random generation), `type` (returns a Python-level type object), `create_fact_reference`
+//! (needs the resource id of an instance, computed by the exporter).
+
+use std::collections::HashMap;
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use num_bigint::BigInt;
+use num_traits::{Signed, ToPrimitive};
+use weft_ir::ErrorKind;
+use weft_ir::plugin::{ParamKind, PluginParam, TypeAnnotation};
+use weft_ir::value::{Reference, Value, str_repr};
+
+use super::bind::{self, Bound};
+use super::{Flow, NativeResult, PluginError, PluginHost, format, json, net, pyfmt, template, validate};
+
+/// What a native implementation gets: the host and its bound arguments.
+pub(crate) struct Ctx<'a> {
+    pub host: &'a mut dyn PluginHost,
+    pub args: Bound,
+}
+
+static NULL: Value = Value::Null;
+
+impl Ctx<'_> {
+    fn arg(&self, name: &str) -> &Value {
+        self.args.get(name).unwrap_or(&NULL)
+    }
+
+    fn str_arg(&self, name: &str) -> Result<&str, Flow> {
+        match self.arg(name) {
+            Value::Str(s) => Ok(s),
+            other => Err(type_error(format!("expected str for '{name}', got {}", pyfmt::plugin_type_name(other)))),
+        }
+    }
+
+    fn int_arg(&self, name: &str) -> Result<BigInt, Flow> {
+        validate::to_bigint(self.arg(name)).ok_or_else(|| {
+            type_error(format!(
+                "'{}' object cannot be interpreted as an integer",
+                pyfmt::plugin_type_name(self.arg(name))
+            ))
+        })
+    }
+
+    fn list_arg(&self, name: &str) -> Result<Arc<[Value]>, Flow> {
+        match self.arg(name) {
+            Value::List(items) => Ok(items.clone()),
+            other => Err(type_error(format!("expected a list, got {}", pyfmt::plugin_type_name(other)))),
+        }
+    }
+}
+
+pub(crate) fn type_error(message: impl Into<String>) -> Flow {
+    Flow::Error(PluginError::external("TypeError", message))
+}
+
+pub(crate) fn value_error(message: impl Into<String>) -> Flow {
+    Flow::Error(PluginError::external("ValueError", message))
+}
+
+fn exception(message: impl Into<String>) -> Flow {
+    Flow::Error(PluginError::exception(message))
+}
+
+/// A native plugin.
+pub(crate) struct Native {
+    /// The plugin's name in std (`print`).
+    pub name: &'static str,
+    /// The Python function's name, for Python's own messages (`printf`).
+    py_name: &'static str,
+    /// The parameters as Python declares them (`i, start=0`, `__string, *args, **kwargs`),
+    /// without the `Context`. Used when the plugin is called as a template filter.
+    params: &'static str,
+    /// The return annotation (a DSL type in double quotes, or a Python type).
+    returns: Option<&'static str>,
+    pub allow_unknown: bool,
+    pub run: fn(&mut Ctx) -> NativeResult,
+}
+
+macro_rules! native {
+    ($name:literal, $py:literal, $params:literal, $returns:expr, $unknown:expr, $run:expr) => {
+        Native { name: $name, py_name: $py, params: $params, returns: $returns, allow_unknown: $unknown, run: $run }
+    };
+}
+
+static NATIVES: &[Native] = &[
+    native!("unique_file", "unique_file", "prefix, seed, suffix, length=20", Some("\"string\""), false, unique_file),
+    native!("template", "template", "path, **kwargs", Some("\"string\""), false, template::template_plugin),
+    native!("print", "printf", "message", None, false, print),
+    native!("replace", "replace", "string, old, new", Some("\"string\""), false, replace),
+    native!("equals", "equals", "arg1, arg2, desc=None", None, false, equals),
+    native!("assert", "assert_function", "expression, message=\"\"", None, false, assert),
+    native!("select", "select", "objects, attr", Some("\"list\""), false, select),
+    native!("item", "item", "objects, index", Some("\"list\""), false, item),
+    native!("key_sort", "key_sort", "items, key", Some("\"list\""), false, key_sort),
+    native!("timestamp", "timestamp", "dummy=None", Some("\"int\""), false, timestamp),
+    native!("capitalize", "capitalize", "string", Some("\"string\""), false, capitalize),
+    native!("upper", "upper", "string", Some("\"string\""), false, upper),
+    native!("lower", "lower", "string", Some("\"string\""), false, lower),
+    native!("limit", "limit", "string, length", Some("\"string\""), false, limit),
+    native!("sequence", "sequence", "i, start=0", Some("\"list\""), false, sequence),
+    native!("dict_keys", "dict_keys", "dct", Some("list[str]"), false, dict_keys),
+    native!("inlineif", "inlineif", "conditional, a, b", Some("\"any\""), false, inlineif),
+    native!("at", "at", "objects, index", Some("object | Reference"), false, at),
+    native!("attr", "attr", "obj, attr", Some("object | Reference"), false, attr),
+    native!("isset", "isset", "value", Some("\"bool\""), false, isset),
+    native!("objid", "objid", "value", Some("\"string\""), false, objid),
+    native!("count", "count", "item_list", Some("\"int\""), false, count),
+    native!("len", "list_len", "item_list", Some("\"int\""), false, list_len),
+    native!("unique", "unique", "item_list", Some("\"bool\""), false, unique),
+    native!("flatten", "flatten", "item_list", Some("\"list\""), false, flatten),
+    native!("split", "split", "string_list, delim", Some("\"list\""), false, split),
+    native!("source", "source", "path", Some("\"string\""), false, source),
+    native!("file", "file", "path", Some("\"string\""), false, file),
+    native!("familyof", "familyof", "member, family", Some("\"bool\""), false, familyof),
+    native!("getfact", "getfact", "resource, fact_name, default_value=None", Some("\"any\""), false, getfact),
+    native!("environment", "environment", "", Some("\"string\""), false, environment),
+    native!("environment_name", "environment_name", "", Some("\"string\""), false, environment_name),
+    native!("environment_server", "environment_server", "", Some("\"string\""), false, environment_server),
+    native!("server_ca", "server_ca", "", Some("\"string\""), false, server_ca),
+    native!("server_ssl", "server_ssl", "", Some("\"bool\""), false, server_ssl),
+    native!("server_token", "server_token", "client_types=[\"agent\"]", Some("\"string\""), false, server_token),
+    native!("server_port", "server_port", "", Some("\"int\""), false, server_port),
+    native!("get_env", "get_env", "name, default_value=None", Some("\"string\""), false, get_env),
+    native!("get_env_int", "get_env_int", "name, default_value=None", Some("\"int\""), false, get_env_int),
+    native!("is_instance", "is_instance", "obj, cls", Some("\"bool\""), false, is_instance),
+    native!("length", "length", "value", Some("\"int\""), false, length),
+    native!("filter", "filter", "values, not_item", Some("\"list\""), false, filter),
+    native!("dict_get", "dict_get", "dct, key", Some("\"string\""), false, dict_get),
+    native!("contains", "contains", "dct, key", Some("\"bool\""), false, contains),
+    native!(
+        "getattr",
+        "getattribute",
+        "entity, attribute_name, default_value=None, no_unknown=True",
+        Some("object | Reference"),
+        true,
+        getattribute
+    ),
+    native!("invert", "invert", "value", Some("\"bool\""), false, invert),
+    native!("list_files", "list_files", "path", Some("\"list\""), false, list_files),
+    native!("is_unknown", "is_unknown", "value", Some("\"bool\""), true, is_unknown),
+    native!(
+        "validate_type",
+        "validate_type",
+        "fq_type_name, value, validation_parameters=None",
+        Some("\"bool\""),
+        false,
+        validate_type
+    ),
+    native!("is_base64_encoded", "is_base64_encoded", "s", Some("\"bool\""), false, is_base64_encoded),
+    native!("hostname", "hostname", "fqdn", Some("\"string\""), false, hostname),
+    native!(
+        "prefixlength_to_netmask",
+        "prefixlength_to_netmask",
+        "prefixlen",
+        Some("\"std::ipv4_address\""),
+        false,
+        prefixlength_to_netmask
+    ),
+    native!("prefixlen", "prefixlen", "addr", Some("\"int\""), false, prefixlen),
+    native!("network_address", "network_address", "addr", Some("\"std::ipv_any_address\""), false, network_address),
+    native!("netmask", "netmask", "addr", Some("\"std::ipv_any_address\""), false, netmask),
+    native!("ipindex", "ipindex", "addr, position, keep_prefix=False", Some("\"string\""), false, ipindex),
+    native!("add_to_ip", "add_to_ip", "addr, n", Some("\"std::ipv_any_address\""), false, add_to_ip),
+    native!(
+        "ip_address_from_interface",
+        "ip_address_from_interface",
+        "ip_interface",
+        Some("\"std::ipv_any_address\""),
+        false,
+        ip_address_from_interface
+    ),
+    native!("json_loads", "json_loads", "s", Some("\"any\""), false, json_loads),
+    native!("json_dumps", "json_dumps", "obj", Some("\"string\""), false, json_dumps),
+    native!("format", "format", "__string, *args, **kwargs", Some("\"string\""), false, format_plugin),
+    native!("create_int_reference", "create_int_reference", "value", Some("Reference[int]"), false, create_int_reference),
+    native!(
+        "create_environment_reference",
+        "create_environment_reference",
+        "name",
+        Some("Reference[str]"),
+        false,
+        create_environment_reference
+    ),
+];
+
+/// The native implementation of a plugin, by qualified name (`std::print`).
+pub(crate) fn lookup(qualified: &str) -> Option<&'static Native> {
+    static INDEX: OnceLock<HashMap<&'static str, &'static Native>> = OnceLock::new();
+    let name = qualified.strip_prefix("std::")?;
+    INDEX.get_or_init(|| NATIVES.iter().map(|n| (n.name, n)).collect()).get(name).copied()
+}
+
+/// Every native plugin, for registering them as template filters.
+pub(crate) fn all() -> &'static [Native] {
+    NATIVES
+}
+
+impl Native {
+    /// The parameters, parsed from `params`.
+    fn parameters(&self) -> Vec<PluginParam> {
+        self.params
+            .split(", ")
+            .filter(|p| !p.is_empty())
+            .map(|p| {
+                let (kind, p) = if let Some(rest) = p.strip_prefix("**") {
+                    (ParamKind::VarKeyword, rest)
+                } else if let Some(rest) = p.strip_prefix('*') {
+                    (ParamKind::VarPositional, rest)
+                } else {
+                    (ParamKind::PositionalOrKeyword, p)
+                };
+                let (name, default) = match p.split_once('=') {
+                    Some((n, d)) => (n, Some(d.to_string())),
+                    None => (p, None),
+                };
+                PluginParam { name: name.to_string(), kind, annotation: None, default }
+            })
+            .collect()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn parameter_names(&self) -> Vec<String> {
+        self.parameters().into_iter().map(|p| p.name).collect()
+    }
+
+    fn return_annotation(&self) -> Option<TypeAnnotation> {
+        self.returns.map(|r| match r.strip_prefix('"').and_then(|r| r.strip_suffix('"')) {
+            Some(dsl) => TypeAnnotation::Dsl(dsl.to_string()),
+            None => TypeAnnotation::Python(r.to_string()),
+        })
+    }
+
+    /// Calls the plugin as Python code would (`Plugin.__call__`, as templates call filters):
+    /// Python's own binding and `TypeError`s, no argument validation, the return value
+    /// validated. An Unknown argument makes the result Unknown.
+    pub(crate) fn call_python(&self, args: Vec<Value>, host: &mut dyn PluginHost) -> NativeResult {
+        let params = self.parameters();
+        let positional: Vec<&PluginParam> =
+            params.iter().filter(|p| p.kind == ParamKind::PositionalOrKeyword).collect();
+        let has_var = params.iter().any(|p| p.kind == ParamKind::VarPositional);
+        if !has_var && args.len() > positional.len() {
+            let required = positional.iter().filter(|p| p.default.is_none()).count();
+            let takes = match (required, positional.len()) {
+                (r, n) if r == n => format!("{n} positional argument{}", if n == 1 { "" } else { "s" }),
+                (r, n) => format!("from {r} to {n} positional arguments"),
+            };
+            let were = if args.len() == 1 { "was" } else { "were" };
+            return Err(type_error(format!("{}() takes {takes} but {} {were} given", self.py_name, args.len())));
+        }
+        let missing: Vec<&str> =
+            positional.iter().skip(args.len()).filter(|p| p.default.is_none()).map(|p| p.name.as_str()).collect();
+        if let [rest @ .., last] = missing.as_slice() {
+            let names = if rest.is_empty() {
+                format!("'{last}'")
+            } else {
+                let rest: Vec<String> = rest.iter().map(|n| format!("'{n}'")).collect();
+                format!("{} and '{last}'", rest.join(", "))
+            };
+            let s = if missing.len() == 1 { "" } else { "s" };
+            return Err(type_error(format!(
+                "{}() missing {} required positional argument{s}: {names}",
+                self.py_name,
+                missing.len()
+            )));
+        }
+        if !self.allow_unknown && args.iter().any(|a| matches!(a, Value::Unknown)) {
+            return Err(Flow::Unknown);
+        }
+        let qualified = format!("std::{}", self.name);
+        let bound = bind::bind(&params, args, Vec::new());
+        let value = (self.run)(&mut Ctx { host: &mut *host, args: bound })?;
+        super::check_return(self.return_annotation().as_ref(), "std", &qualified, &value, host)?;
+        Ok(value)
+    }
+}
+
+/// Reads an attribute of an instance as a plugin does through its proxy: an Unknown value
+/// makes the call's result Unknown, a reference is refused unless allowed, and an attribute
+/// that does not exist is an `AttributeError`.
+pub(crate) fn read_attribute(
+    instance: u32,
+    name: &str,
+    host: &mut dyn PluginHost,
+    allow_references: bool,
+    path: &str,
+) -> Result<Value, Flow> {
+    match host.attribute(instance, name) {
+        Ok(Value::Unknown) => Err(Flow::Unknown),
+        Ok(Value::Reference(r)) if !allow_references => Err(unexpected_reference(&Value::Reference(r), path, host)),
+        Ok(value) => Ok(value),
+        Err(PluginError::Wrapped { kind: ErrorKind::NotFoundException, message }) => {
+            Err(Flow::Error(PluginError::external("AttributeError", message)))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The reference's `UnexpectedReference` for a reference read through a proxy.
+pub(crate) fn unexpected_reference(value: &Value, path: &str, host: &dyn PluginHost) -> Flow {
+    Flow::Error(PluginError::Wrapped {
+        kind: ErrorKind::UnexpectedReference,
+        message: format!(
+            "Encountered unexpected reference value during plugin execution. Plugins are only allowed to access \
+             reference values when declared explicitly. Either use a dataclass entity that supports references (e.g. \
+             `int | Reference[int]` attribute annotation), or explicitly allow references on attribute access with the \
+             `inmanta.plugins.allow_reference_values()` wrapper. Encountered at {path} (= `{}`).",
+            pyfmt::plugin_repr(value, host)
+        ),
+    })
+}
+
+/// An element read from a list argument: Unknown makes the result Unknown.
+fn element(value: &Value) -> Result<Value, Flow> {
+    match value {
+        Value::Unknown => Err(Flow::Unknown),
+        v => Ok(v.clone()),
+    }
+}
+
+fn list(items: Vec<Value>) -> Value {
+    Value::List(Arc::from(items))
+}
+
+// ---------------------------------------------------------------------------------------
+// General helpers.
+
+fn print(ctx: &mut Ctx) -> NativeResult {
+    let text = pyfmt::plugin_str(ctx.arg("message"), ctx.host);
+    ctx.host.print(&text);
+    Ok(Value::Null)
+}
+
+fn replace(ctx: &mut Ctx) -> NativeResult {
+    let s = ctx.str_arg("string")?;
+    Ok(Value::str(&s.replace(ctx.str_arg("old")?, ctx.str_arg("new")?)))
+}
+
+fn equals(ctx: &mut Ctx) -> NativeResult {
+    let (a, b) = (ctx.arg("arg1"), ctx.arg("arg2"));
+    if !a.py_eq(b) {
+        let text = format!("{} != {}", pyfmt::plugin_str(a, ctx.host), pyfmt::plugin_str(b, ctx.host));
+        let message = match ctx.arg("desc") {
+            Value::Null => text,
+            desc => format!("{text}: {}", pyfmt::plugin_str(desc, ctx.host)),
+        };
+        return Err(Flow::Error(PluginError::external("AssertionError", message)));
+    }
+    Ok(Value::Null)
+}
+
+fn assert(ctx: &mut Ctx) -> NativeResult {
+    if !ctx.arg("expression").truthy() {
+        let message = pyfmt::plugin_str(ctx.arg("message"), ctx.host);
+        return Err(Flow::Error(PluginError::external("AssertionError", format!("Assertion error: {message}"))));
+    }
+    Ok(Value::Null)
+}
+
+/// `getattr(item, name)` on an element of a list argument.
+fn getattr_of(item: &Value, name: &str, host: &mut dyn PluginHost, path: &str) -> Result<Value, Flow> {
+    match item {
+        Value::Instance(id) => {
+            let mut value = Value::Instance(*id);
+            // attrgetter supports dotted names.
+            for (i, part) in name.split('.').enumerate() {
+                value = match value {
+                    Value::Instance(id) => read_attribute(id, part, host, false, path)?,
+                    other => {
+                        return Err(Flow::Error(PluginError::external(
+                            "AttributeError",
+                            format!("'{}' object has no attribute '{part}'", pyfmt::plugin_type_name(&other)),
+                        )));
+                    }
+                };
+                let _ = i;
+            }
+            Ok(value)
+        }
+        Value::Unknown => Err(Flow::Unknown),
+        other => Err(Flow::Error(PluginError::external(
+            "AttributeError",
+            format!("'{}' object has no attribute '{name}'", pyfmt::plugin_type_name(other)),
+        ))),
+    }
+}
+
+fn select(ctx: &mut Ctx) -> NativeResult {
+    let items = ctx.list_arg("objects")?;
+    let name = ctx.str_arg("attr")?.to_string();
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        out.push(getattr_of(&element(item)?, &name, ctx.host, &format!("objects[{i}].{name}"))?);
+    }
+    Ok(list(out))
+}
+
+/// `obj[index]` on a value as a plugin receives it.
+fn subscript(obj: &Value, index: &Value) -> Result<Value, Flow> {
+    match obj {
+        Value::List(items) => {
+            let i = py_index(index, items.len(), "list")?;
+            element(&items[i])
+        }
+        Value::Str(s) => {
+            let chars: Vec<char> = s.chars().collect();
+            let i = py_index(index, chars.len(), "string")?;
+            Ok(Value::str(&chars[i].to_string()))
+        }
+        Value::Dict(entries) => {
+            let found = match index {
+                Value::Str(k) => entries.iter().find(|(key, _)| key == k),
+                _ => None,
+            };
+            match found {
+                Some((_, v)) => element(v),
+                None => Err(Flow::Error(PluginError::external("KeyError", pyfmt::dsl_str_plain(&key_repr(index))))),
+            }
+        }
+        Value::Unknown => Err(Flow::Unknown),
+        other => Err(type_error(format!("'{}' object is not subscriptable", pyfmt::plugin_type_name(other)))),
+    }
+}
+
+/// How a missing key shows in a `KeyError` (`repr` of the key).
+fn key_repr(key: &Value) -> Value {
+    match key {
+        Value::Str(s) => Value::str(&str_repr(s)),
+        other => other.clone(),
+    }
+}
+
+/// A Python sequence index (negative from the end); `IndexError` when out of range.
+fn py_index(index: &Value, len: usize, what: &str) -> Result<usize, Flow> {
+    let Some(i) = validate::to_bigint(index) else {
+        return Err(type_error(format!(
+            "{what} indices must be integers or slices, not {}",
+            pyfmt::plugin_type_name(index)
+        )));
+    };
+    let out_of_range = || Flow::Error(PluginError::external("IndexError", format!("{what} index out of range")));
+    let Some(i) = i.to_i64() else {
+        return Err(Flow::Error(PluginError::external(
+            "IndexError",
+            "cannot fit 'int' into an index-sized integer",
+        )));
+    };
+    let resolved = if i < 0 { i + len as i64 } else { i };
+    if resolved < 0 || resolved >= len as i64 {
+        return Err(out_of_range());
+    }
+    Ok(resolved as usize)
+}
+
+fn item(ctx: &mut Ctx) -> NativeResult {
+    let items = ctx.list_arg("objects")?;
+    let index = ctx.arg("index").clone();
+    let mut out = Vec::with_capacity(items.len());
+    for obj in items.iter() {
+        out.push(subscript(&element(obj)?, &index)?);
+    }
+    Ok(list(out))
+}
+
+/// Python's `a < b` on values as plugins see them.
+fn py_lt(a: &Value, b: &Value) -> Result<bool, Flow> {
+    match (a, b) {
+        (Value::Str(x), Value::Str(y)) => Ok(x < y),
+        _ if a.is_number() && b.is_number() => Ok(a.py_compare(b).is_ok_and(|o| o.is_lt())),
+        (Value::List(x), Value::List(y)) => {
+            for (p, q) in x.iter().zip(y.iter()) {
+                if !p.py_eq(q) {
+                    return py_lt(p, q);
+                }
+            }
+            Ok(x.len() < y.len())
+        }
+        _ => Err(type_error(format!(
+            "'<' not supported between instances of '{}' and '{}'",
+            pyfmt::plugin_type_name(a),
+            pyfmt::plugin_type_name(b)
+        ))),
+    }
+}
+
+fn key_sort(ctx: &mut Ctx) -> NativeResult {
+    let items = ctx.list_arg("items")?;
+    let key = match ctx.arg("key") {
+        Value::Str(s) => s.to_string(),
+        _ => return Err(type_error("attribute name must be a string")),
+    };
+    let mut keyed = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let item = element(item)?;
+        let k = getattr_of(&item, &key, ctx.host, &format!("items[{i}].{key}"))?;
+        keyed.push((k, item));
+    }
+    let mut error = None;
+    keyed.sort_by(|(a, _), (b, _)| {
+        if error.is_some() {
+            return std::cmp::Ordering::Equal;
+        }
+        match (py_lt(a, b), py_lt(b, a)) {
+            (Ok(true), _) => std::cmp::Ordering::Less,
+            (Ok(false), Ok(true)) => std::cmp::Ordering::Greater,
+            (Ok(false), Ok(false)) => std::cmp::Ordering::Equal,
+            (Err(e), _) | (_, Err(e)) => {
+                error = Some(e);
+                std::cmp::Ordering::Equal
+            }
+        }
+    });
+    if let Some(e) = error {
+        return Err(e);
+    }
+    Ok(list(keyed.into_iter().map(|(_, v)| v).collect()))
+}
+
+fn timestamp(_ctx: &mut Ctx) -> NativeResult {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    Ok(Value::Int(now as i64))
+}
+
+fn capitalize(ctx: &mut Ctx) -> NativeResult {
+    let s = ctx.str_arg("string")?;
+    let mut chars = s.chars();
+    let out = match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars.as_str().to_lowercase().chars()).collect::<String>(),
+        None => String::new(),
+    };
+    Ok(Value::str(&out))
+}
+
+fn upper(ctx: &mut Ctx) -> NativeResult {
+    Ok(Value::str(&ctx.str_arg("string")?.to_uppercase()))
+}
+
+fn lower(ctx: &mut Ctx) -> NativeResult {
+    Ok(Value::str(&ctx.str_arg("string")?.to_lowercase()))
+}
+
+fn limit(ctx: &mut Ctx) -> NativeResult {
+    let s = ctx.str_arg("string")?;
+    let n = ctx.int_arg("length")?;
+    let count = s.chars().count() as i64;
+    let end = match n.to_i64() {
+        Some(n) if n >= 0 => n.min(count),
+        Some(n) => (count + n).max(0),
+        None if n.is_negative() => 0,
+        None => count,
+    };
+    Ok(Value::str(&s.chars().take(end as usize).collect::<String>()))
+}
+
+fn sequence(ctx: &mut Ctx) -> NativeResult {
+    let i = ctx.int_arg("i")?;
+    let start = ctx.int_arg("start")?;
+    let end = &i + &start;
+    let count = (&end - &start).to_i64().unwrap_or(i64::MAX);
+    if count > 100_000_000 {
+        return Err(Flow::Error(PluginError::external("MemoryError", "")));
+    }
+    let mut out = Vec::with_capacity(count.max(0) as usize);
+    let mut current = start;
+    while current < end {
+        out.push(Value::int(current.clone()));
+        current += 1;
+    }
+    Ok(list(out))
+}
+
+fn dict_keys(ctx: &mut Ctx) -> NativeResult {
+    match ctx.arg("dct") {
+        Value::Dict(entries) => Ok(list(entries.iter().map(|(k, _)| Value::Str(k.clone())).collect())),
+        other => Err(Flow::Error(PluginError::external(
+            "AttributeError",
+            format!("'{}' object has no attribute 'keys'", pyfmt::plugin_type_name(other)),
+        ))),
+    }
+}
+
+fn inlineif(ctx: &mut Ctx) -> NativeResult {
+    Ok(if ctx.arg("conditional").truthy() { ctx.arg("a").clone() } else { ctx.arg("b").clone() })
+}
+
+fn at(ctx: &mut Ctx) -> NativeResult {
+    match ctx.arg("objects") {
+        Value::List(items) => {
+            let i = py_index(ctx.arg("index"), items.len(), "list")?;
+            element(&items[i])
+        }
+        other => subscript(&other.clone(), &ctx.arg("index").clone()),
+    }
+}
+
+fn attr(ctx: &mut Ctx) -> NativeResult {
+    let name = ctx.str_arg("attr")?.to_string();
+    match ctx.arg("obj").clone() {
+        Value::Instance(id) => read_attribute(id, &name, ctx.host, true, &format!("obj.{name}")),
+        other => Err(Flow::Error(PluginError::external(
+            "AttributeError",
+            format!("'{}' object has no attribute '{name}'", pyfmt::plugin_type_name(&other)),
+        ))),
+    }
+}
+
+fn isset(ctx: &mut Ctx) -> NativeResult {
+    Ok(Value::Bool(!matches!(ctx.arg("value"), Value::Null)))
+}
+
+fn objid(ctx: &mut Ctx) -> NativeResult {
+    match ctx.arg("value") {
+        Value::Instance(id) => {
+            let repr = format!("{} {id:02x}", ctx.host.instance_type(*id));
+            Ok(Value::str(&format!("({repr}, '{id}', <class 'inmanta.execute.runtime.Instance'>)")))
+        }
+        other => Err(Flow::Error(PluginError::external(
+            "AttributeError",
+            format!("'{}' object has no attribute '_get_instance'", pyfmt::plugin_type_name(other)),
+        ))),
+    }
+}
+
+fn count(ctx: &mut Ctx) -> NativeResult {
+    match ctx.arg("item_list") {
+        Value::List(items) => Ok(Value::Int(items.len() as i64)),
+        Value::Dict(entries) => Ok(Value::Int(entries.len() as i64)),
+        Value::Str(s) => Ok(Value::Int(s.chars().count() as i64)),
+        other => Err(type_error(format!("object of type '{}' has no len()", pyfmt::plugin_type_name(other)))),
+    }
+}
+
+fn list_len(ctx: &mut Ctx) -> NativeResult {
+    if let Value::List(items) = ctx.arg("item_list")
+        && items.iter().any(|i| matches!(i, Value::Unknown))
+    {
+        return Ok(Value::Unknown);
+    }
+    count(ctx)
+}
+
+/// A hashable view of a value, for `set` membership (1, 1.0 and True are the same key).
+#[derive(PartialEq, Eq, Hash)]
+enum HashKey {
+    Null,
+    Int(BigInt),
+    Float(u64),
+    Str(Arc<str>),
+    Instance(u32),
+}
+
+fn hash_key(value: &Value) -> Result<HashKey, Flow> {
+    Ok(match value {
+        Value::Null => HashKey::Null,
+        Value::Bool(_) | Value::Int(_) | Value::BigInt(_) => HashKey::Int(validate::to_bigint(value).unwrap_or_default()),
+        Value::Float(f) => match num_traits::FromPrimitive::from_f64(*f) {
+            Some(i) if f.fract() == 0.0 => HashKey::Int(i),
+            _ => HashKey::Float(if *f == 0.0 { 0 } else { f.to_bits() }),
+        },
+        Value::Str(s) => HashKey::Str(s.clone()),
+        Value::Instance(id) => HashKey::Instance(*id),
+        Value::Unknown => return Err(Flow::Unknown),
+        other => {
+            let name = match other {
+                Value::List(_) => "list",
+                Value::Dict(_) => "dict",
+                _ => pyfmt::plugin_type_name(other),
+            };
+            return Err(type_error(format!("unhashable type: '{name}'")));
+        }
+    })
+}
+
+fn unique(ctx: &mut Ctx) -> NativeResult {
+    let items = ctx.list_arg("item_list")?;
+    let mut seen = std::collections::HashSet::new();
+    for item in items.iter() {
+        if !seen.insert(hash_key(item)?) {
+            return Ok(Value::Bool(false));
+        }
+    }
+    Ok(Value::Bool(true))
+}
+
+fn flatten(ctx: &mut Ctx) -> NativeResult {
+    let items = ctx.list_arg("item_list")?;
+    let mut out = Vec::new();
+    for item in items.iter() {
+        match element(item)? {
+            Value::List(inner) => {
+                for v in inner.iter() {
+                    out.push(element(v)?);
+                }
+            }
+            Value::Str(s) => out.extend(s.chars().map(|c| Value::str(&c.to_string()))),
+            Value::Dict(entries) => out.extend(entries.iter().map(|(k, _)| Value::Str(k.clone()))),
+            other => {
+                return Err(type_error(format!("'{}' object is not iterable", pyfmt::plugin_type_name(&other))));
+            }
+        }
+    }
+    Ok(list(out))
+}
+
+fn split(ctx: &mut Ctx) -> NativeResult {
+    let s = ctx.str_arg("string_list")?;
+    let delim = ctx.str_arg("delim")?;
+    if delim.is_empty() {
+        return Err(value_error("empty separator"));
+    }
+    Ok(list(s.split(delim).map(Value::str).collect()))
+}
+
+fn length(ctx: &mut Ctx) -> NativeResult {
+    Ok(Value::Int(ctx.str_arg("value")?.chars().count() as i64))
+}
+
+fn filter(ctx: &mut Ctx) -> NativeResult {
+    let items = ctx.list_arg("values")?;
+    let not_item = ctx.arg("not_item").clone();
+    let mut out = Vec::new();
+    for item in items.iter() {
+        let item = element(item)?;
+        if !item.py_eq(&not_item) {
+            out.push(item);
+        }
+    }
+    Ok(list(out))
+}
+
+fn dict_get(ctx: &mut Ctx) -> NativeResult {
+    let dict = ctx.arg("dct").clone();
+    subscript(&dict, &ctx.arg("key").clone())
+}
+
+fn contains(ctx: &mut Ctx) -> NativeResult {
+    match (ctx.arg("dct"), ctx.arg("key")) {
+        (Value::Dict(entries), Value::Str(k)) => Ok(Value::Bool(entries.iter().any(|(key, _)| key == k))),
+        (Value::Dict(_), _) => Ok(Value::Bool(false)),
+        (other, _) => Err(type_error(format!(
+            "argument of type '{}' is not iterable",
+            pyfmt::plugin_type_name(other)
+        ))),
+    }
+}
+
+fn getattribute(ctx: &mut Ctx) -> NativeResult {
+    let name = ctx.str_arg("attribute_name")?.to_string();
+    let default = ctx.arg("default_value").clone();
+    let Value::Instance(id) = ctx.arg("entity").clone() else {
+        // An Unknown (or any non-instance) has no such attribute: AttributeError, the default.
+        return Ok(default);
+    };
+    match read_attribute(id, &name, ctx.host, true, &format!("entity.{name}")) {
+        Ok(value) => Ok(value),
+        Err(Flow::Error(PluginError::External { class, .. })) if class == "AttributeError" => Ok(default),
+        Err(e) => Err(e),
+    }
+}
+
+fn invert(ctx: &mut Ctx) -> NativeResult {
+    Ok(Value::Bool(!ctx.arg("value").truthy()))
+}
+
+fn is_unknown(ctx: &mut Ctx) -> NativeResult {
+    Ok(Value::Bool(matches!(ctx.arg("value"), Value::Unknown)))
+}
+
+fn is_instance(ctx: &mut Ctx) -> NativeResult {
+    let cls = ctx.str_arg("cls")?.to_string();
+    match ctx.arg("obj") {
+        Value::Instance(id) => Ok(Value::Bool(ctx.host.is_instance_of(*id, &cls))),
+        other => Err(Flow::Error(PluginError::external(
+            "AttributeError",
+            format!("'{}' object has no attribute '_get_instance'", pyfmt::plugin_type_name(other)),
+        ))),
+    }
+}
+
+fn familyof(ctx: &mut Ctx) -> NativeResult {
+    let family = ctx.str_arg("family")?.to_string();
+    let Value::Instance(member) = ctx.arg("member").clone() else {
+        return Err(Flow::Error(PluginError::external("AttributeError", "object has no attribute 'name'")));
+    };
+    let name_of = |id: u32, host: &mut dyn PluginHost| read_attribute(id, "name", host, false, "member.name");
+    if name_of(member, ctx.host)?.py_eq(&Value::str(&family)) {
+        return Ok(Value::Bool(true));
+    }
+    let mut parent = member;
+    loop {
+        let next = match ctx.host.attribute(parent, "family") {
+            Ok(Value::Null) => break,
+            Ok(Value::Unknown) => return Err(Flow::Unknown),
+            Ok(Value::Instance(next)) => next,
+            Ok(_) => break,
+            Err(PluginError::Wrapped { kind: ErrorKind::OptionalValueException, .. }) => break,
+            Err(e) => return Err(e.into()),
+        };
+        if name_of(parent, ctx.host)?.py_eq(&Value::str(&family)) {
+            return Ok(Value::Bool(true));
+        }
+        parent = next;
+    }
+    Ok(Value::Bool(false))
+}
+
+// ---------------------------------------------------------------------------------------
+// Environment and orchestrator.
+
+/// Python's `int(text)`.
+fn python_int(text: &str) -> Result<Value, Flow> {
+    let t = text.trim();
+    let body = t.strip_prefix(['+', '-']).unwrap_or(t);
+    let valid = !body.is_empty()
+        && body.bytes().all(|b| b.is_ascii_digit() || b == b'_')
+        && !body.starts_with('_')
+        && !body.ends_with('_')
+        && !body.contains("__");
+    let parsed = valid
+        .then(|| BigInt::parse_bytes(t.replace('_', "").trim_start_matches('+').as_bytes(), 10))
+        .flatten();
+    parsed
+        .map(Value::int)
+        .ok_or_else(|| value_error(format!("invalid literal for int() with base 10: {}", str_repr(text))))
+}
+
+fn get_env(ctx: &mut Ctx) -> NativeResult {
+    let name = ctx.str_arg("name")?;
+    match ctx.host.env_var(name) {
+        Some(v) => Ok(Value::str(&v)),
+        None => match ctx.arg("default_value") {
+            Value::Null => Ok(Value::Unknown),
+            v => Ok(v.clone()),
+        },
+    }
+}
+
+fn get_env_int(ctx: &mut Ctx) -> NativeResult {
+    let name = ctx.str_arg("name")?;
+    match ctx.host.env_var(name) {
+        Some(v) => python_int(&v),
+        None => match ctx.arg("default_value") {
+            Value::Null => Ok(Value::Unknown),
+            Value::Str(s) => python_int(s),
+            v if v.is_integral() => Ok(Value::int(validate::to_bigint(v).unwrap_or_default())),
+            Value::Float(f) if f.is_finite() => {
+                Ok(num_traits::FromPrimitive::from_f64(f.trunc()).map(Value::int).unwrap_or(Value::Int(0)))
+            }
+            other => Err(type_error(format!(
+                "int() argument must be a string, a bytes-like object or a real number, not '{}'",
+                pyfmt::plugin_type_name(other)
+            ))),
+        },
+    }
+}
+
+/// The environment id from the compiler's configuration (`config.environment`, which the
+/// reference also reads from `INMANTA_CONFIG_ENVIRONMENT`).
+fn configured_environment(host: &dyn PluginHost) -> Option<String> {
+    host.env_var("INMANTA_CONFIG_ENVIRONMENT").filter(|e| !e.is_empty())
+}
+
+const NO_ENVIRONMENT: &str = "The environment of this model should be configured in config>environment";
+
+fn environment(ctx: &mut Ctx) -> NativeResult {
+    configured_environment(ctx.host).map(|e| Value::str(&e)).ok_or_else(|| exception(NO_ENVIRONMENT))
+}
+
+/// weft compiles without an orchestrator: the name is not known.
+fn environment_name(ctx: &mut Ctx) -> NativeResult {
+    environment(ctx)?;
+    Ok(Value::Unknown)
+}
+
+fn environment_server(ctx: &mut Ctx) -> NativeResult {
+    let host = ctx.host.env_var("INMANTA_COMPILER_REST_TRANSPORT_HOST").unwrap_or_else(|| "localhost".into());
+    Ok(Value::str(&host))
+}
+
+fn server_ca(ctx: &mut Ctx) -> NativeResult {
+    let Some(path) = ctx.host.env_var("INMANTA_COMPILER_REST_TRANSPORT_SSL_CA_CERT_FILE").filter(|p| !p.is_empty())
+    else {
+        return Ok(Value::str(""));
+    };
+    read_text(Path::new(&path)).map(|s| Value::str(&s)).map_err(|_| exception(format!("{path} isn't a valid file")))
+}
+
+fn server_ssl(ctx: &mut Ctx) -> NativeResult {
+    let ssl = ctx.host.env_var("INMANTA_COMPILER_REST_TRANSPORT_SSL");
+    Ok(Value::Bool(ssl.is_some_and(|v| matches!(v.to_ascii_lowercase().as_str(), "true" | "1" | "yes" | "on"))))
+}
+
+/// Without an orchestrator there is no token to request (the reference returns an empty
+/// string when authentication is off).
+fn server_token(ctx: &mut Ctx) -> NativeResult {
+    match ctx.host.env_var("INMANTA_COMPILER_REST_TRANSPORT_TOKEN").filter(|t| !t.is_empty()) {
+        None => Ok(Value::str("")),
+        Some(_) => Err(exception("Unable to get a valid token")),
+    }
+}
+
+fn server_port(ctx: &mut Ctx) -> NativeResult {
+    match ctx.host.env_var("INMANTA_COMPILER_REST_TRANSPORT_PORT") {
+        Some(p) => python_int(&p),
+        None => Ok(Value::Int(8888)),
+    }
+}
+
+/// Facts come from the orchestrator; weft has none, so a fact is never known: the default
+/// when one is given, else Unknown (what the reference returns when the server is not
+/// reachable). Without a configured environment the reference fails first.
+fn getfact(ctx: &mut Ctx) -> NativeResult {
+    if configured_environment(ctx.host).is_none() {
+        return Err(exception(NO_ENVIRONMENT));
+    }
+    Ok(match ctx.arg("default_value") {
+        Value::Null => Value::Unknown,
+        v => v.clone(),
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// Files of modules.
+
+/// `determine_path`: `mod/rest` in a module's `kind` directory (`files`, `templates`).
+pub(crate) fn module_path(path: &str, kind: &str, host: &dyn PluginHost) -> Result<PathBuf, Flow> {
+    let (module, rest) = path.split_once('/').unwrap_or((path, ""));
+    let Some(dir) = host.module_dir(module) else {
+        return Err(exception(format!("Module {module} does not exist for path {path}")));
+    };
+    let mut full = dir.join(kind);
+    if !rest.is_empty() {
+        full.push(rest);
+    }
+    Ok(full)
+}
+
+/// Reads a text file as Python's `open(path).read()` does: UTF-8, universal newlines.
+pub(crate) fn read_text(path: &Path) -> std::io::Result<String> {
+    let text = std::fs::read_to_string(path)?;
+    Ok(if text.contains('\r') { text.replace("\r\n", "\n").replace('\r', "\n") } else { text })
+}
+
+fn source(ctx: &mut Ctx) -> NativeResult {
+    let path = ctx.str_arg("path")?.to_string();
+    let file = module_path(&path, "files", ctx.host)?;
+    if !file.is_file() {
+        return Err(exception(format!("{path} isn't a valid file ({})", file.display())));
+    }
+    match read_text(&file) {
+        Ok(text) => Ok(Value::str(&text)),
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => Err(Flow::Error(PluginError::external(
+            "UnicodeDecodeError",
+            format!("'utf-8' codec can't decode {}", file.display()),
+        ))),
+        Err(e) => Err(Flow::Error(PluginError::external("OSError", e.to_string()))),
+    }
+}
+
+/// `os.path.abspath`: absolute, `.` and `..` resolved lexically.
+fn abspath(path: &Path) -> PathBuf {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut out = PathBuf::new();
+    for component in absolute.components() {
+        match component {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+fn file(ctx: &mut Ctx) -> NativeResult {
+    let path = ctx.str_arg("path")?.to_string();
+    let file = module_path(&path, "files", ctx.host)?;
+    if !file.is_file() {
+        return Err(exception(format!("{} isn't a valid file", file.display())));
+    }
+    Ok(Value::str(&format!("imp-module-source:file://{}", abspath(&file).display())))
+}
+
+/// The names of the regular files in the directory, sorted (Python's `os.listdir` order is
+/// the file system's, which is not reproducible).
+fn list_files(ctx: &mut Ctx) -> NativeResult {
+    let path = ctx.str_arg("path")?.to_string();
+    let dir = module_path(&path, "files", ctx.host)?;
+    let entries = std::fs::read_dir(&dir).map_err(|e| {
+        let class = if e.kind() == std::io::ErrorKind::NotFound { "FileNotFoundError" } else { "OSError" };
+        Flow::Error(PluginError::external(
+            class,
+            format!("[Errno 2] No such file or directory: {}", str_repr(&dir.display().to_string())),
+        ))
+    })?;
+    let mut names: Vec<String> = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.path().is_file())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    Ok(list(names.iter().map(|n| Value::str(n)).collect()))
+}
+
+// ---------------------------------------------------------------------------------------
+// Types, strings, serialization.
+
+fn validate_type(ctx: &mut Ctx) -> NativeResult {
+    let fq = ctx.str_arg("fq_type_name")?.to_string();
+    let params = match ctx.arg("validation_parameters") {
+        Value::Null => None,
+        v => Some(v.clone()),
+    };
+    validate::validate_type(&fq, ctx.arg("value"), params.as_ref()).map(Value::Bool)
+}
+
+fn is_base64_encoded(ctx: &mut Ctx) -> NativeResult {
+    Ok(Value::Bool(validate::is_base64(ctx.str_arg("s")?)))
+}
+
+fn json_loads(ctx: &mut Ctx) -> NativeResult {
+    json::loads(ctx.str_arg("s")?).map_err(Flow::Error)
+}
+
+fn json_dumps(ctx: &mut Ctx) -> NativeResult {
+    Ok(Value::str(&json::dumps(ctx.arg("obj"), ctx.host)?))
+}
+
+fn format_plugin(ctx: &mut Ctx) -> NativeResult {
+    let template = ctx.str_arg("__string")?.to_string();
+    let args = std::mem::take(&mut ctx.args.varargs);
+    let kwargs = std::mem::take(&mut ctx.args.varkwargs);
+    for v in args.iter().chain(kwargs.iter().map(|(_, v)| v)) {
+        if matches!(v, Value::Unknown) {
+            return Err(Flow::Unknown);
+        }
+    }
+    Ok(Value::str(&format::str_format(&template, &args, &kwargs, ctx.host)?))
+}
+
+fn unique_file(ctx: &mut Ctx) -> NativeResult {
+    let digest = md5_hex(ctx.str_arg("seed")?.as_bytes());
+    Ok(Value::str(&format!("{}{digest}{}", ctx.str_arg("prefix")?, ctx.str_arg("suffix")?)))
+}
+
+/// The hex MD5 digest (RFC 1321).
+fn md5_hex(data: &[u8]) -> String {
+    const S: [u32; 64] = [
+        7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 5, 9, 14, 20, 5, 9, 14, 20, 5, 9, 14, 20, 5, 9, 14,
+        20, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21, 6,
+        10, 15, 21,
+    ];
+    let k: Vec<u32> = (0..64).map(|i| ((i as f64 + 1.0).sin().abs() * 4294967296.0) as u32).collect();
+    let mut state: [u32; 4] = [0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476];
+    let mut message = data.to_vec();
+    let bit_len = (data.len() as u64).wrapping_mul(8);
+    message.push(0x80);
+    while message.len() % 64 != 56 {
+        message.push(0);
+    }
+    message.extend_from_slice(&bit_len.to_le_bytes());
+    for chunk in message.chunks(64) {
+        let m: Vec<u32> =
+            chunk.chunks(4).map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]])).collect();
+        let [mut a, mut b, mut c, mut d] = state;
+        for i in 0..64 {
+            let (f, g) = match i / 16 {
+                0 => ((b & c) | (!b & d), i),
+                1 => ((d & b) | (!d & c), (5 * i + 1) % 16),
+                2 => (b ^ c ^ d, (3 * i + 5) % 16),
+                _ => (c ^ (b | !d), (7 * i) % 16),
+            };
+            let f = f.wrapping_add(a).wrapping_add(k[i]).wrapping_add(m[g]);
+            a = d;
+            d = c;
+            c = b;
+            b = b.wrapping_add(f.rotate_left(S[i]));
+        }
+        state[0] = state[0].wrapping_add(a);
+        state[1] = state[1].wrapping_add(b);
+        state[2] = state[2].wrapping_add(c);
+        state[3] = state[3].wrapping_add(d);
+    }
+    state.iter().flat_map(|w| w.to_le_bytes()).map(|b| format!("{b:02x}")).collect()
+}
+
+fn hostname(ctx: &mut Ctx) -> NativeResult {
+    let fqdn = ctx.str_arg("fqdn")?;
+    Ok(Value::str(fqdn.split('.').next().unwrap_or("")))
+}
+
+// ---------------------------------------------------------------------------------------
+// Network addresses.
+
+fn interface_arg(ctx: &Ctx, name: &str) -> Result<(net::Addr, u32), Flow> {
+    let text = ctx.str_arg(name)?;
+    net::parse_with_prefix(text, true, true).ok_or_else(|| {
+        value_error(format!("{} does not appear to be an IPv4 or IPv6 interface", str_repr(text)))
+    })
+}
+
+fn prefixlength_to_netmask(ctx: &mut Ctx) -> NativeResult {
+    let prefix = ctx.int_arg("prefixlen")?;
+    match prefix.to_u32().filter(|p| *p <= 32) {
+        Some(p) => Ok(Value::str(&net::Addr::V4(0).with_value(net::Addr::V4(0).netmask(p)).to_string())),
+        None => Err(value_error(format!("'255.255.255.255/{prefix}' does not appear to be an IPv4 or IPv6 interface"))),
+    }
+}
+
+fn prefixlen(ctx: &mut Ctx) -> NativeResult {
+    Ok(Value::Int(interface_arg(ctx, "addr")?.1 as i64))
+}
+
+fn network_address(ctx: &mut Ctx) -> NativeResult {
+    let (addr, prefix) = interface_arg(ctx, "addr")?;
+    Ok(Value::str(&addr.with_value(addr.value() & addr.netmask(prefix)).to_string()))
+}
+
+fn netmask(ctx: &mut Ctx) -> NativeResult {
+    let (addr, prefix) = interface_arg(ctx, "addr")?;
+    Ok(Value::str(&addr.with_value(addr.netmask(prefix)).to_string()))
+}
+
+fn ipindex(ctx: &mut Ctx) -> NativeResult {
+    let text = ctx.str_arg("addr")?;
+    let Some((addr, prefix)) = net::parse_network(text, true, true) else {
+        return Err(value_error(format!("{} does not appear to be an IPv4 or IPv6 network", str_repr(text))));
+    };
+    let position = ctx.int_arg("position")?;
+    let size = BigInt::from(1u8) << (addr.bits() - prefix);
+    let index = if position.is_negative() { &size + &position } else { position };
+    if index.is_negative() || index >= size {
+        return Err(Flow::Error(PluginError::external("IndexError", "address out of range")));
+    }
+    let value = (BigInt::from(addr.value()) + index).to_u128().unwrap_or(0);
+    let address = addr.with_value(value).to_string();
+    Ok(Value::str(&if ctx.arg("keep_prefix").truthy() { format!("{address}/{prefix}") } else { address }))
+}
+
+fn add_to_ip(ctx: &mut Ctx) -> NativeResult {
+    let text = ctx.str_arg("addr")?;
+    let Some(addr) = net::parse_addr(text, true, true) else {
+        return Err(value_error(format!("{} does not appear to be an IPv4 or IPv6 address", str_repr(text))));
+    };
+    let n = ctx.int_arg("n")?;
+    let sum = BigInt::from(addr.value()) + n;
+    let max = (BigInt::from(1u8) << addr.bits()) - 1;
+    if sum.is_negative() || sum > max {
+        let version = if addr.bits() == 32 { "IPv4" } else { "IPv6" };
+        let bound = if sum.is_negative() { "< 0".to_string() } else { format!(">= 2**{}", addr.bits()) };
+        return Err(Flow::Error(PluginError::external(
+            "AddressValueError",
+            format!("{sum} ({bound}) is not permitted as an {version} address"),
+        )));
+    }
+    let value = sum.to_u128().unwrap_or(0);
+    let result = match addr {
+        net::Addr::V6(_, scope) => net::Addr::V6(value, scope),
+        v4 => v4.with_value(value),
+    };
+    Ok(Value::str(&result.to_string()))
+}
+
+fn ip_address_from_interface(ctx: &mut Ctx) -> NativeResult {
+    Ok(Value::str(&interface_arg(ctx, "ip_interface")?.0.to_string()))
+}
+
+// ---------------------------------------------------------------------------------------
+// References.
+
+fn reference(class: &str, args: Vec<(String, Value)>) -> Value {
+    Value::Reference(Arc::new(Reference {
+        class: class.to_string(),
+        module: "inmanta_plugins.std".to_string(),
+        args,
+    }))
+}
+
+fn create_int_reference(ctx: &mut Ctx) -> NativeResult {
+    Ok(reference("IntReference", vec![("value".into(), ctx.arg("value").clone())]))
+}
+
+fn create_environment_reference(ctx: &mut Ctx) -> NativeResult {
+    Ok(reference("EnvironmentReference", vec![("name".into(), ctx.arg("name").clone())]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn md5_matches_known_digests() {
+        assert_eq!(md5_hex(b""), "d41d8cd98f00b204e9800998ecf8427e");
+        assert_eq!(md5_hex(b"The quick brown fox jumps over the lazy dog"), "9e107d9d372bb6826bd81d3542a419d6");
+        assert_eq!(md5_hex(&[b'a'; 100]), "36a92cc94a9e0fa21f625f8bfb007adf");
+    }
+
+    #[test]
+    fn python_int_parses_like_python() {
+        assert_eq!(python_int(" 42 ").ok().map(|v| v.py_repr()), Some("42".into()));
+        assert_eq!(python_int("-1_000").ok().map(|v| v.py_repr()), Some("-1000".into()));
+        assert!(python_int("4.2").is_err());
+        assert!(python_int("1__0").is_err());
+    }
+}

@@ -1,0 +1,669 @@
+//! `std::template`: Jinja2 templates rendered with minijinja, with the reference's
+//! environment: `StrictUndefined`, no auto-escaping, every plugin as a filter named with dots
+//! (`std.upper`), and variables resolved lazily in the caller's scope.
+//!
+//! Values reach the template the way the reference's `JinjaDynamicProxy` presents them:
+//! instances are objects whose attributes are read from the host when used, DSL lists and
+//! dicts are objects that print as `@[...]`/`@{...}`, null is `None`, and output is
+//! Python's `str()` of each value (`True`, `None`, float repr).
+//!
+//! minijinja's objects and callbacks must be `'static` and `Send`, so they cannot hold the
+//! host. During a render the host sits in a thread-local frame instead ([`Frame`]), and the
+//! objects reach it through [`with_host`]; errors raised inside (an unset variable, an Unknown)
+//! are kept in the frame and take precedence over whatever minijinja reports afterwards, as
+//! the first Python exception would.
+
+use std::cell::RefCell;
+use std::cmp::Ordering;
+use std::collections::HashMap;
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::{Arc, Mutex};
+
+use minijinja::value::{Enumerator, Object, ObjectRepr, Rest, ValueKind};
+use minijinja::{AutoEscape, Environment, Error as MjError, ErrorKind as MjErrorKind, State, UndefinedBehavior};
+use num_bigint::BigInt;
+use weft_ir::ErrorKind;
+use weft_ir::value::{Value, float_repr, str_repr};
+
+use super::std_plugins::{self, Ctx, Native, read_text};
+use super::{Flow, NativeResult, PluginError, PluginHost, pyfmt};
+
+type MjValue = minijinja::Value;
+
+/// The state of one render on this thread.
+struct Frame {
+    /// The host, while nobody uses it (taken out by [`with_host`] during a use).
+    host: Option<*mut (dyn PluginHost + 'static)>,
+    /// The first error raised inside the render.
+    pending: Option<Flow>,
+    /// The last variable that was looked up and not found, for the undefined message.
+    undefined: Option<String>,
+}
+
+thread_local! {
+    static FRAMES: RefCell<Vec<Frame>> = const { RefCell::new(Vec::new()) };
+    static BASE: Environment<'static> = base_environment();
+}
+
+/// Keeps the host borrowed while its pointer sits in the thread-local frame.
+struct RenderGuard<'h> {
+    _host: PhantomData<&'h mut dyn PluginHost>,
+}
+
+impl<'h> RenderGuard<'h> {
+    fn enter(host: &'h mut dyn PluginHost) -> Self {
+        let ptr: *mut (dyn PluginHost + 'h) = host;
+        // SAFETY: only the lifetime bound of the trait object changes (same layout). The
+        // pointer is dereferenced only by `with_host` while this guard is alive, and the guard
+        // holds the `&'h mut` borrow for its whole life, so the host outlives every use.
+        let ptr: *mut (dyn PluginHost + 'static) = unsafe { std::mem::transmute(ptr) };
+        FRAMES.with_borrow_mut(|frames| frames.push(Frame { host: Some(ptr), pending: None, undefined: None }));
+        RenderGuard { _host: PhantomData }
+    }
+
+    fn pending(&self) -> Option<Flow> {
+        FRAMES.with_borrow_mut(|frames| frames.last_mut().and_then(|f| f.pending.take()))
+    }
+
+    fn undefined_name(&self) -> Option<String> {
+        FRAMES.with_borrow(|frames| frames.last().and_then(|f| f.undefined.clone()))
+    }
+}
+
+impl Drop for RenderGuard<'_> {
+    fn drop(&mut self) {
+        FRAMES.with_borrow_mut(|frames| frames.pop());
+    }
+}
+
+/// Runs `f` with the host of the current render. The pointer is taken out of the frame for
+/// the duration, so a nested use (which would alias it) finds none and fails instead.
+fn with_host<R>(f: impl FnOnce(&mut dyn PluginHost) -> R) -> Result<R, Flow> {
+    let ptr = FRAMES.with_borrow_mut(|frames| frames.last_mut().and_then(|frame| frame.host.take()));
+    let Some(ptr) = ptr else {
+        return Err(Flow::Error(PluginError::external("RuntimeError", "template host is not available here")));
+    };
+    // SAFETY: the pointer comes from the `&mut dyn PluginHost` that the `RenderGuard` of the
+    // current frame borrows, so it is valid. It was taken out of the frame above, so no other
+    // reference to the host exists until it is put back below.
+    let host = unsafe { &mut *ptr };
+    let result = f(host);
+    FRAMES.with_borrow_mut(|frames| {
+        if let Some(frame) = frames.last_mut() {
+            frame.host = Some(ptr);
+        }
+    });
+    Ok(result)
+}
+
+/// Keeps the first error raised during the render.
+fn record(flow: Flow) {
+    FRAMES.with_borrow_mut(|frames| {
+        if let Some(frame) = frames.last_mut()
+            && frame.pending.is_none()
+        {
+            frame.pending = Some(flow);
+        }
+    });
+}
+
+fn note_undefined(name: &str) {
+    FRAMES.with_borrow_mut(|frames| {
+        if let Some(frame) = frames.last_mut() {
+            frame.undefined = Some(name.to_string());
+        }
+    });
+}
+
+/// An error that stops minijinja; the recorded one is what the call reports.
+fn abort() -> MjError {
+    MjError::new(MjErrorKind::InvalidOperation, "plugin error")
+}
+
+/// `std::template(path, **kwargs)`.
+pub(crate) fn template_plugin(ctx: &mut Ctx) -> NativeResult {
+    let path = match ctx.args.get("path") {
+        Some(Value::Str(s)) => s.to_string(),
+        _ => return Err(Flow::Error(PluginError::external("TypeError", "path must be a string"))),
+    };
+    let kwargs = std::mem::take(&mut ctx.args.varkwargs);
+    render(&path, kwargs, ctx.host)
+}
+
+fn template_not_found(name: &str) -> Flow {
+    Flow::Error(PluginError::external("TemplateNotFound", name))
+}
+
+/// Renders a template of a module (`mod/file.j2` is `templates/file.j2` in module `mod`).
+/// With keyword arguments the template sees only those; without, the caller's scope.
+pub(crate) fn render(path: &str, kwargs: Vec<(String, Value)>, host: &mut dyn PluginHost) -> NativeResult {
+    let guard = RenderGuard::enter(host);
+    let mut env = BASE.with(Environment::clone);
+    env.set_loader(|name: &str| -> Result<Option<String>, MjError> {
+        let Some((module, rest)) = name.split_once('/') else { return Ok(None) };
+        if rest.split('/').any(|segment| segment == "..") {
+            return Ok(None);
+        }
+        let dir = match with_host(|h| h.module_dir(module)) {
+            Ok(dir) => dir,
+            Err(flow) => {
+                record(flow);
+                return Err(abort());
+            }
+        };
+        let Some(dir) = dir else { return Ok(None) };
+        let file = dir.join("templates").join(rest);
+        if !file.is_file() {
+            return Ok(None);
+        }
+        match read_text(&file) {
+            Ok(text) => Ok(Some(text)),
+            Err(e) => {
+                record(Flow::Error(PluginError::external("OSError", format!("{}: {e}", file.display()))));
+                Err(abort())
+            }
+        }
+    });
+    let root = MjValue::from_object(Root {
+        kwargs: (!kwargs.is_empty()).then_some(kwargs),
+        cache: Mutex::new(HashMap::new()),
+    });
+    let result = env.get_template(path).and_then(|template| template.render(root));
+    if let Some(flow) = guard.pending() {
+        return Err(flow);
+    }
+    match result {
+        Ok(text) => Ok(Value::str(&text)),
+        Err(e) => Err(map_error(&e, path, guard.undefined_name())),
+    }
+}
+
+/// The reference's exception for a minijinja error.
+fn map_error(e: &MjError, path: &str, undefined: Option<String>) -> Flow {
+    let detail = e.detail().map(str::to_string).unwrap_or_else(|| e.to_string());
+    let error = match e.kind() {
+        MjErrorKind::TemplateNotFound => return template_not_found(e.name().unwrap_or(path)),
+        MjErrorKind::UndefinedError | MjErrorKind::UnknownMethod => PluginError::Wrapped {
+            kind: ErrorKind::NotFoundException,
+            message: match undefined {
+                Some(name) if e.kind() == MjErrorKind::UndefinedError => format!("'{name}' is undefined"),
+                _ => detail,
+            },
+        },
+        MjErrorKind::SyntaxError | MjErrorKind::BadEscape | MjErrorKind::InvalidDelimiter => {
+            PluginError::external("TemplateSyntaxError", detail)
+        }
+        MjErrorKind::UnknownFilter | MjErrorKind::UnknownTest => {
+            PluginError::external("TemplateAssertionError", detail)
+        }
+        _ => PluginError::external("TemplateRuntimeError", detail),
+    };
+    Flow::Error(error)
+}
+
+fn base_environment() -> Environment<'static> {
+    let mut env = Environment::new();
+    env.set_undefined_behavior(UndefinedBehavior::Strict);
+    env.set_auto_escape_callback(|_| AutoEscape::None);
+    env.set_debug(false);
+    env.set_formatter(|out, _state, value| {
+        let text = py_str(value);
+        out.write_str(&text).map_err(|_| MjError::new(MjErrorKind::WriteFailure, "cannot write output"))
+    });
+    env.set_unknown_method_callback(python_method);
+    for native in std_plugins::all() {
+        env.add_filter(format!("std.{}", native.name), move |args: Rest<MjValue>| filter_call(native, &args));
+    }
+    env
+}
+
+/// A plugin called as a filter: `{{ x | std.upper }}`.
+fn filter_call(native: &'static Native, args: &[MjValue]) -> Result<MjValue, MjError> {
+    let mut values = Vec::with_capacity(args.len());
+    for arg in args {
+        if arg.is_kwargs() {
+            record(Flow::Error(PluginError::external(
+                "TypeError",
+                "safewrapper() got an unexpected keyword argument",
+            )));
+            return Err(abort());
+        }
+        if arg.is_undefined() {
+            return Err(MjError::new(MjErrorKind::UndefinedError, "undefined value passed to a filter"));
+        }
+        match from_jinja(arg) {
+            Ok(v) => values.push(v),
+            Err(flow) => {
+                record(flow);
+                return Err(abort());
+            }
+        }
+    }
+    let result = with_host(|host| native.call_python(values, host)).and_then(|r| r);
+    match result.and_then(|value| to_jinja(value, &format!("std.{}", native.name))) {
+        Ok(v) => Ok(v),
+        Err(flow) => {
+            record(flow);
+            Err(abort())
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Values between weft and minijinja.
+
+/// A DSL value converted for a template variable (`JinjaDynamicProxy.return_value`): a
+/// reference is refused with a `PluginException`, an Unknown makes the call's result
+/// Unknown.
+fn to_jinja(value: Value, path: &str) -> Result<MjValue, Flow> {
+    match value {
+        Value::Reference(_) => {
+            let repr = with_host(|h| pyfmt::plugin_repr(&value, h))?;
+            Err(Flow::Error(PluginError::Explicit(format!(
+                "Encountered reference in Jinja template for variable {path} (= `{repr}`)"
+            ))))
+        }
+        other => nested_to_jinja(other, path),
+    }
+}
+
+/// A value read through a proxy (an attribute, an element): a reference is an
+/// `UnexpectedReference`.
+fn nested_to_jinja(value: Value, path: &str) -> Result<MjValue, Flow> {
+    Ok(match value {
+        Value::Null => MjValue::from(()),
+        Value::Bool(b) => MjValue::from(b),
+        Value::Int(i) => MjValue::from(i),
+        Value::BigInt(ref i) => match i128::try_from(&**i) {
+            Ok(v) => MjValue::from(v),
+            Err(_) => MjValue::from_object(DslValue { value }),
+        },
+        Value::Float(f) => MjValue::from(f),
+        Value::Str(s) => MjValue::from(s),
+        Value::List(_) | Value::Dict(_) => MjValue::from_object(DslValue { value }),
+        Value::Instance(id) => MjValue::from_object(InstanceObj { id }),
+        Value::Unknown => return Err(Flow::Unknown),
+        Value::Reference(_) => {
+            return Err(with_host(|h| std_plugins::unexpected_reference(&value, path, h)).unwrap_or_else(|e| e));
+        }
+    })
+}
+
+/// A template value back in the DSL domain (filter arguments).
+fn from_jinja(value: &MjValue) -> Result<Value, Flow> {
+    if let Some(obj) = value.downcast_object_ref::<InstanceObj>() {
+        return Ok(Value::Instance(obj.id));
+    }
+    if let Some(obj) = value.downcast_object_ref::<DslValue>() {
+        return Ok(obj.value.clone());
+    }
+    if value.downcast_object_ref::<Missing>().is_some() {
+        return Ok(Value::Null);
+    }
+    let type_error = || {
+        Flow::Error(PluginError::external("TypeError", format!("cannot pass a template {} to a plugin", value.kind())))
+    };
+    Ok(match value.kind() {
+        ValueKind::Undefined | ValueKind::None => Value::Null,
+        ValueKind::Bool => Value::Bool(value.is_true()),
+        ValueKind::Number if value.is_integer() => match i64::try_from(value.clone()) {
+            Ok(i) => Value::Int(i),
+            Err(_) => i128::try_from(value.clone()).map(|i| Value::int(BigInt::from(i))).map_err(|_| type_error())?,
+        },
+        ValueKind::Number => Value::Float(f64::try_from(value.clone()).map_err(|_| type_error())?),
+        ValueKind::String => Value::str(value.as_str().unwrap_or("")),
+        ValueKind::Seq | ValueKind::Iterable => {
+            let items = value.try_iter().map_err(|_| type_error())?;
+            Value::List(Arc::from(items.map(|v| from_jinja(&v)).collect::<Result<Vec<_>, _>>()?))
+        }
+        ValueKind::Map => {
+            let mut entries = Vec::new();
+            for key in value.try_iter().map_err(|_| type_error())? {
+                let item = value.get_item(&key).map_err(|_| type_error())?;
+                let key: Arc<str> = match key.as_str() {
+                    Some(s) => Arc::from(s),
+                    None => Arc::from(py_str(&key)),
+                };
+                entries.push((key, from_jinja(&item)?));
+            }
+            Value::Dict(Arc::from(entries))
+        }
+        _ => return Err(type_error()),
+    })
+}
+
+/// Python's `str()` of a template value.
+fn py_str(value: &MjValue) -> String {
+    match value.as_str() {
+        Some(s) if value.kind() == ValueKind::String => s.to_string(),
+        _ => py_repr(value),
+    }
+}
+
+/// Python's `repr()` of a template value.
+fn py_repr(value: &MjValue) -> String {
+    if let Some(obj) = value.downcast_object_ref::<InstanceObj>() {
+        return obj.display();
+    }
+    if let Some(obj) = value.downcast_object_ref::<DslValue>() {
+        return obj.display();
+    }
+    if value.downcast_object_ref::<Missing>().is_some() {
+        return String::new();
+    }
+    match value.kind() {
+        ValueKind::Undefined => String::new(),
+        ValueKind::None => "None".into(),
+        ValueKind::Bool => if value.is_true() { "True" } else { "False" }.into(),
+        ValueKind::Number if value.is_integer() => value.to_string(),
+        ValueKind::Number => f64::try_from(value.clone()).map(float_repr).unwrap_or_else(|_| value.to_string()),
+        ValueKind::String => str_repr(value.as_str().unwrap_or("")),
+        ValueKind::Seq => match value.try_iter() {
+            Ok(items) => format!("[{}]", items.map(|v| py_repr(&v)).collect::<Vec<_>>().join(", ")),
+            Err(_) => value.to_string(),
+        },
+        ValueKind::Map => match value.try_iter() {
+            Ok(keys) => {
+                let entries: Vec<String> = keys
+                    .map(|k| format!("{}: {}", py_repr(&k), value.get_item(&k).map(|v| py_repr(&v)).unwrap_or_default()))
+                    .collect();
+                format!("{{{}}}", entries.join(", "))
+            }
+            Err(_) => value.to_string(),
+        },
+        _ => value.to_string(),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Objects.
+
+/// The template's context: each name is looked up in the caller's scope (or among the
+/// keyword arguments only, when the call gives some).
+#[derive(Debug)]
+struct Root {
+    kwargs: Option<Vec<(String, Value)>>,
+    cache: Mutex<HashMap<String, Option<MjValue>>>,
+}
+
+impl Object for Root {
+    fn get_value(self: &Arc<Self>, key: &MjValue) -> Option<MjValue> {
+        let name = key.as_str()?;
+        if let Some(kwargs) = &self.kwargs {
+            let value = kwargs.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+            return match value {
+                Some(v) => nested_to_jinja(v, name).map_err(record).ok(),
+                None => {
+                    note_undefined(name);
+                    None
+                }
+            };
+        }
+        if let Some(cached) = self.cache.lock().ok().and_then(|c| c.get(name).cloned()) {
+            return cached;
+        }
+        let looked_up = match with_host(|h| h.lookup(name)) {
+            Ok(result) => result,
+            Err(flow) => {
+                record(flow);
+                return None;
+            }
+        };
+        let converted = match looked_up {
+            Ok(value) => match to_jinja(value, name) {
+                Ok(v) => Some(v),
+                Err(flow) => {
+                    record(flow);
+                    return None;
+                }
+            },
+            Err(PluginError::Wrapped { kind: ErrorKind::NotFoundException | ErrorKind::OptionalValueException, .. }) => {
+                note_undefined(name);
+                None
+            }
+            Err(e) => {
+                record(Flow::Error(e));
+                return None;
+            }
+        };
+        if let Ok(mut cache) = self.cache.lock() {
+            cache.insert(name.to_string(), converted.clone());
+        }
+        converted
+    }
+
+    fn enumerate(self: &Arc<Self>) -> Enumerator {
+        Enumerator::NonEnumerable
+    }
+}
+
+/// An entity instance: attributes read from the host on use.
+#[derive(Debug)]
+struct InstanceObj {
+    id: u32,
+}
+
+impl InstanceObj {
+    fn display(&self) -> String {
+        with_host(|h| h.instance_display(self.id)).unwrap_or_default()
+    }
+}
+
+impl Object for InstanceObj {
+    fn repr(self: &Arc<Self>) -> ObjectRepr {
+        ObjectRepr::Plain
+    }
+
+    fn get_value(self: &Arc<Self>, key: &MjValue) -> Option<MjValue> {
+        let name = key.as_str()?;
+        let result = match with_host(|h| h.attribute(self.id, name)) {
+            Ok(result) => result,
+            Err(flow) => {
+                record(flow);
+                return None;
+            }
+        };
+        match result {
+            Ok(value) => nested_to_jinja(value, name).map_err(record).ok(),
+            // `JinjaDynamicProxy` turns a missing attribute and an optional relation without
+            // a value into a plain (lenient) `Undefined`.
+            Err(PluginError::Wrapped { kind: ErrorKind::NotFoundException | ErrorKind::OptionalValueException, .. }) => {
+                Some(MjValue::from_object(Missing))
+            }
+            Err(e) => {
+                record(Flow::Error(e));
+                None
+            }
+        }
+    }
+
+    fn custom_cmp(self: &Arc<Self>, other: &minijinja::value::DynObject) -> Option<Ordering> {
+        let other = other.downcast_ref::<Self>()?;
+        Some(self.id.cmp(&other.id))
+    }
+
+    fn render(self: &Arc<Self>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.display())
+    }
+}
+
+/// A DSL list or dict (or an int too big for minijinja), as the reference's proxies.
+#[derive(Debug)]
+struct DslValue {
+    value: Value,
+}
+
+impl DslValue {
+    fn display(&self) -> String {
+        match &self.value {
+            Value::List(_) | Value::Dict(_) => {
+                with_host(|h| format!("@{}", pyfmt::dsl_repr(&self.value, h))).unwrap_or_default()
+            }
+            other => other.py_repr(),
+        }
+    }
+}
+
+impl Object for DslValue {
+    fn repr(self: &Arc<Self>) -> ObjectRepr {
+        match self.value {
+            Value::List(_) => ObjectRepr::Seq,
+            Value::Dict(_) => ObjectRepr::Map,
+            _ => ObjectRepr::Plain,
+        }
+    }
+
+    fn get_value(self: &Arc<Self>, key: &MjValue) -> Option<MjValue> {
+        let (element, path) = match &self.value {
+            Value::List(items) => {
+                let i = key.as_i64()?;
+                let i = if i < 0 { i + items.len() as i64 } else { i };
+                (items.get(usize::try_from(i).ok()?)?.clone(), format!("[{i}]"))
+            }
+            Value::Dict(entries) => {
+                let k = key.as_str()?;
+                (entries.iter().find(|(name, _)| &**name == k)?.1.clone(), format!("[{}]", str_repr(k)))
+            }
+            _ => return None,
+        };
+        nested_to_jinja(element, &path).map_err(record).ok()
+    }
+
+    fn enumerate(self: &Arc<Self>) -> Enumerator {
+        match &self.value {
+            Value::List(items) => Enumerator::Seq(items.len()),
+            Value::Dict(entries) => {
+                Enumerator::Values(entries.iter().map(|(k, _)| MjValue::from(k.clone())).collect())
+            }
+            _ => Enumerator::NonEnumerable,
+        }
+    }
+
+    fn render(self: &Arc<Self>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.display())
+    }
+}
+
+/// Jinja2's plain `Undefined`: prints as nothing, is false, iterates as empty.
+#[derive(Debug)]
+struct Missing;
+
+impl Object for Missing {
+    fn repr(self: &Arc<Self>) -> ObjectRepr {
+        ObjectRepr::Plain
+    }
+
+    fn get_value(self: &Arc<Self>, _key: &MjValue) -> Option<MjValue> {
+        None
+    }
+
+    fn enumerate(self: &Arc<Self>) -> Enumerator {
+        Enumerator::Empty
+    }
+
+    fn is_true(self: &Arc<Self>) -> bool {
+        false
+    }
+
+    fn render(self: &Arc<Self>, _f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Python methods on template values (`s.upper()`, `d.items()`).
+
+fn python_method(_state: &mut State, value: &MjValue, method: &str, args: &[MjValue]) -> Result<MjValue, MjError> {
+    let unknown = || Err(MjError::from(MjErrorKind::UnknownMethod));
+    let str_arg = |i: usize| args.get(i).and_then(|a| a.as_str()).map(str::to_string);
+    if value.kind() == ValueKind::String {
+        let s = value.as_str().unwrap_or("");
+        return Ok(match (method, args.len()) {
+            ("upper", 0) => MjValue::from(s.to_uppercase()),
+            ("lower", 0) => MjValue::from(s.to_lowercase()),
+            ("strip", 0) => MjValue::from(s.trim()),
+            ("lstrip", 0) => MjValue::from(s.trim_start()),
+            ("rstrip", 0) => MjValue::from(s.trim_end()),
+            ("strip", 1) => MjValue::from(s.trim_matches(|c| str_arg(0).unwrap_or_default().contains(c))),
+            ("capitalize", 0) => {
+                let mut chars = s.chars();
+                MjValue::from(match chars.next() {
+                    Some(first) => first.to_uppercase().chain(chars.as_str().to_lowercase().chars()).collect(),
+                    None => String::new(),
+                })
+            }
+            ("title", 0) => {
+                let mut out = String::new();
+                let mut previous_cased = false;
+                for c in s.chars() {
+                    if previous_cased { out.extend(c.to_lowercase()) } else { out.extend(c.to_uppercase()) }
+                    previous_cased = c.is_alphabetic();
+                }
+                MjValue::from(out)
+            }
+            ("startswith", 1) => MjValue::from(str_arg(0).is_some_and(|p| s.starts_with(&p))),
+            ("endswith", 1) => MjValue::from(str_arg(0).is_some_and(|p| s.ends_with(&p))),
+            ("replace", 2) => match (str_arg(0), str_arg(1)) {
+                (Some(old), Some(new)) => MjValue::from(s.replace(&old, &new)),
+                _ => return unknown(),
+            },
+            ("split", 0) => MjValue::from(s.split_whitespace().map(MjValue::from).collect::<Vec<_>>()),
+            ("split", 1) => match str_arg(0) {
+                Some(sep) if !sep.is_empty() => MjValue::from(s.split(sep.as_str()).map(MjValue::from).collect::<Vec<_>>()),
+                _ => return unknown(),
+            },
+            ("join", 1) => {
+                let items = args[0].try_iter()?;
+                MjValue::from(items.map(|v| py_str(&v)).collect::<Vec<_>>().join(s))
+            }
+            ("count", 1) => match str_arg(0) {
+                Some(sub) if !sub.is_empty() => MjValue::from(s.matches(sub.as_str()).count()),
+                _ => return unknown(),
+            },
+            ("find", 1) => match str_arg(0) {
+                Some(sub) => MjValue::from(s.find(sub.as_str()).map(|b| s[..b].chars().count() as i64).unwrap_or(-1)),
+                None => return unknown(),
+            },
+            ("isdigit", 0) => MjValue::from(!s.is_empty() && s.chars().all(|c| c.is_ascii_digit())),
+            _ => return unknown(),
+        });
+    }
+    if value.kind() == ValueKind::Map {
+        return Ok(match (method, args.len()) {
+            ("items", 0) => {
+                let keys = value.try_iter()?;
+                let mut items = Vec::new();
+                for k in keys {
+                    let v = value.get_item(&k)?;
+                    items.push(MjValue::from(vec![k, v]));
+                }
+                MjValue::from(items)
+            }
+            ("keys", 0) => MjValue::from(value.try_iter()?.collect::<Vec<_>>()),
+            ("values", 0) => {
+                let mut items = Vec::new();
+                for k in value.try_iter()? {
+                    items.push(value.get_item(&k)?);
+                }
+                MjValue::from(items)
+            }
+            ("get", 1 | 2) => {
+                let found = value.get_item(&args[0])?;
+                if found.is_undefined() { args.get(1).cloned().unwrap_or(MjValue::from(())) } else { found }
+            }
+            _ => return unknown(),
+        });
+    }
+    if value.kind() == ValueKind::Seq {
+        return Ok(match (method, args.len()) {
+            ("count", 1) => MjValue::from(value.try_iter()?.filter(|v| *v == args[0]).count()),
+            ("index", 1) => match value.try_iter()?.position(|v| v == args[0]) {
+                Some(i) => MjValue::from(i),
+                None => return Err(MjError::new(MjErrorKind::InvalidOperation, "value is not in list")),
+            },
+            _ => return unknown(),
+        });
+    }
+    unknown()
+}
