@@ -138,6 +138,8 @@ pub enum CellKind {
     ListLiteral,
     /// A read of `a.b` before `a` is known (`ResultVariableProxy`).
     Proxy,
+    /// Where statements that produce no value put their result: accepts anything, keeps nothing.
+    Sink,
 }
 
 pub struct Cell {
@@ -146,20 +148,51 @@ pub struct Cell {
     /// For attribute cells: the instance and attribute.
     pub owner: Option<(InstanceId, AttrId)>,
     pub value: Option<Value>,
-    /// Elements of list cells.
-    pub items: Vec<Value>,
     pub has_value: bool,
+    queued: bool,
     pub location: Option<Location>,
     waiters: Vec<WaiterId>,
-    // Delayed cells.
+    /// Acquired and fulfilled promises of a delayed cell; `None` once frozen (or for cells
+    /// that do not track providers).
     promises: Option<(u32, u32)>,
-    queued: bool,
+    /// What only list cells and proxies need, out of line to keep the common cell small.
+    ext: Option<Box<CellExt>>,
+}
+
+#[derive(Default)]
+pub struct CellExt {
+    /// Elements of list cells.
+    pub items: Vec<Value>,
     listeners: Option<Vec<CollectorId>>,
     nb_gradual_waiters: i64,
     // Proxies.
     target: Option<CellId>,
     proxy_listener: Option<(CollectorId, Location)>,
     notify_listener: bool,
+}
+
+static EMPTY_EXT: CellExt = CellExt {
+    items: Vec::new(),
+    listeners: None,
+    nb_gradual_waiters: 0,
+    target: None,
+    proxy_listener: None,
+    notify_listener: false,
+};
+
+impl Cell {
+    fn x(&self) -> &CellExt {
+        self.ext.as_deref().unwrap_or(&EMPTY_EXT)
+    }
+
+    fn xm(&mut self) -> &mut CellExt {
+        self.ext.get_or_insert_with(Default::default)
+    }
+
+    /// The elements of a list cell.
+    pub fn items(&self) -> &[Value] {
+        &self.x().items
+    }
 }
 
 impl Cell {
@@ -169,8 +202,8 @@ impl Cell {
             ty: CellType::None,
             owner: None,
             value: None,
-            items: Vec::new(),
             has_value: false,
+            queued: false,
             location: None,
             waiters: Vec::new(),
             promises: if matches!(kind, CellKind::Option | CellKind::List | CellKind::ListLiteral) {
@@ -178,12 +211,14 @@ impl Cell {
             } else {
                 None
             },
-            queued: false,
-            listeners: if matches!(kind, CellKind::List | CellKind::ListLiteral) { Some(Vec::new()) } else { None },
-            nb_gradual_waiters: 0,
-            target: None,
-            proxy_listener: None,
-            notify_listener: false,
+            ext: if matches!(kind, CellKind::List | CellKind::ListLiteral | CellKind::Proxy) {
+                Some(Box::new(CellExt {
+                    listeners: if kind == CellKind::Proxy { None } else { Some(Vec::new()) },
+                    ..CellExt::default()
+                }))
+            } else {
+                None
+            },
         }
     }
 
@@ -349,6 +384,8 @@ pub struct Instance {
     pub self_cell: CellId,
     pub locations: Vec<Location>,
     pub implementations: Vec<weft_ir::program::ImplId>,
+    /// The instance as a scope, once an implementation needed it.
+    scope: Option<ScopeId>,
 }
 
 pub struct EntityState {
@@ -380,6 +417,8 @@ pub struct Machine {
     symbols: Known,
     /// Names that appear only as keys of `**` dictionaries, after the program's own names.
     extra_names: Vec<String>,
+    /// The shared target of statements without a value.
+    sink: CellId,
 }
 
 struct Known {
@@ -456,6 +495,7 @@ impl Machine {
             host: Some(host),
             unique: 0,
             extra_names: Vec::new(),
+            sink: 0,
             symbols: Known { self_: self_.unwrap_or(Symbol::from_u32(u32::MAX)) },
         }
     }
@@ -517,7 +557,7 @@ impl Machine {
     pub fn is_ready(&self, cell: CellId) -> bool {
         let c = &self.cells[cell as usize];
         if c.kind == CellKind::Proxy {
-            return c.target.is_some_and(|t| self.is_ready(t));
+            return c.x().target.is_some_and(|t| self.is_ready(t));
         }
         c.has_value
     }
@@ -546,7 +586,7 @@ impl Machine {
         match c.kind {
             CellKind::List => {
                 let low = self.relation_bounds(cell).map(|b| b.0).unwrap_or(0);
-                c.items.len() as i64 >= low && self.waiting_providers(cell) == 0
+                c.x().items.len() as i64 >= low && self.waiting_providers(cell) == 0
             }
             CellKind::Option | CellKind::ListLiteral => self.waiting_providers(cell) == 0,
             _ => c.has_value,
@@ -560,7 +600,7 @@ impl Machine {
 
     pub fn progress_potential(&self, cell: CellId) -> i64 {
         let c = &self.cells[cell as usize];
-        c.waiters.len() as i64 - c.nb_gradual_waiters
+        c.waiters.len() as i64 - c.x().nb_gradual_waiters
     }
 
     pub fn is_relation(&self, cell: CellId) -> bool {
@@ -589,7 +629,9 @@ impl Machine {
         c.queued = true;
         c.has_value = true;
         c.promises = None;
-        c.listeners = None;
+        if let Some(e) = c.ext.as_mut() {
+            e.listeners = None;
+        }
         let waiters = std::mem::take(&mut c.waiters);
         for w in waiters {
             self.ready(w);
@@ -633,7 +675,7 @@ impl Machine {
     fn register(&mut self, cell: CellId, waiter: WaiterId) {
         let c = &mut self.cells[cell as usize];
         if c.kind == CellKind::Proxy {
-            match c.target {
+            match c.x().target {
                 Some(t) => self.register(t, waiter),
                 None => c.waiters.push(waiter),
             }
@@ -697,7 +739,7 @@ impl Machine {
                     if cell.kind != CellKind::Proxy {
                         return Some(c);
                     }
-                    c = cell.target?;
+                    c = cell.x().target?;
                 }
             })
             .collect()
@@ -713,11 +755,11 @@ impl Machine {
         let kind = self.cells[cell as usize].kind;
         match kind {
             CellKind::Proxy => {
-                let target = self.cells[cell as usize].target.ok_or_else(|| rt("proxy not connected"))?;
+                let target = self.cells[cell as usize].x().target.ok_or_else(|| rt("proxy not connected"))?;
                 let value = self.get_value(target)?;
-                if self.cells[cell as usize].notify_listener {
-                    let (collector, location) = self.cells[cell as usize].proxy_listener.take().expect("listener");
-                    self.cells[cell as usize].notify_listener = false;
+                if self.cells[cell as usize].x().notify_listener {
+                    let (collector, location) = self.cells[cell as usize].xm().proxy_listener.take().expect("listener");
+                    self.cells[cell as usize].xm().notify_listener = false;
                     self.receive_flatten(collector, value.clone(), location)?;
                 }
                 Ok(value)
@@ -727,7 +769,7 @@ impl Machine {
                 if !c.has_value {
                     return Err(EvalError { unset: Some(cell), ..rt("Value not available") });
                 }
-                Ok(Value::List(Arc::from(c.items.clone())))
+                Ok(Value::List(Arc::from(c.x().items.clone())))
             }
             CellKind::Option => {
                 let c = &self.cells[cell as usize];
@@ -766,8 +808,8 @@ impl Machine {
     pub fn peek(&self, cell: CellId) -> Option<Value> {
         let c = &self.cells[cell as usize];
         match c.kind {
-            CellKind::List | CellKind::ListLiteral => Some(Value::List(Arc::from(c.items.clone()))),
-            CellKind::Proxy => c.target.and_then(|t| self.peek(t)),
+            CellKind::List | CellKind::ListLiteral => Some(Value::List(Arc::from(c.x().items.clone()))),
+            CellKind::Proxy => c.x().target.and_then(|t| self.peek(t)),
             _ => c.value.clone(),
         }
     }
@@ -784,21 +826,22 @@ impl Machine {
         let kind = self.cells[cell as usize].kind;
         match kind {
             CellKind::List | CellKind::ListLiteral => {
-                let items = self.cells[cell as usize].items.clone();
+                let items = self.cells[cell as usize].x().items.clone();
                 for v in items {
                     self.receive(collector, v, location)?;
                 }
                 let pure = self.collectors[collector as usize].pure_gradual();
                 let c = &mut self.cells[cell as usize];
                 if !c.has_value {
-                    let listeners = c.listeners.get_or_insert_with(Vec::new);
+                    let x = c.xm();
+                    let listeners = x.listeners.get_or_insert_with(Vec::new);
                     if listeners.contains(&collector) {
-                        c.nb_gradual_waiters += 1;
+                        x.nb_gradual_waiters += 1;
                         return Ok(true);
                     }
                     listeners.push(collector);
                     if pure {
-                        c.nb_gradual_waiters += 1;
+                        x.nb_gradual_waiters += 1;
                     }
                 }
                 Ok(true)
@@ -889,15 +932,16 @@ impl Machine {
     }
 
     fn notify_listeners(&mut self, cell: CellId, value: &Value, location: Location) -> R<()> {
-        let Some(listeners) = self.cells[cell as usize].listeners.clone() else { return Ok(()) };
+        let Some(listeners) = self.cells[cell as usize].x().listeners.clone() else { return Ok(()) };
         for collector in listeners {
             let done = self.receive(collector, value.clone(), location)?;
             if done {
                 let pure = self.collectors[collector as usize].pure_gradual();
-                if let Some(ls) = self.cells[cell as usize].listeners.as_mut() {
+                let x = self.cells[cell as usize].xm();
+                if let Some(ls) = x.listeners.as_mut() {
                     ls.retain(|&c| c != collector);
                     if !pure {
-                        self.cells[cell as usize].nb_gradual_waiters += 1;
+                        x.nb_gradual_waiters += 1;
                     }
                 }
             }
@@ -906,12 +950,12 @@ impl Machine {
     }
 
     fn connect_proxy(&mut self, proxy: CellId, target: CellId) -> R<()> {
-        self.cells[proxy as usize].target = Some(target);
-        if let Some((collector, location)) = self.cells[proxy as usize].proxy_listener {
+        self.cells[proxy as usize].xm().target = Some(target);
+        if let Some((collector, location)) = self.cells[proxy as usize].x().proxy_listener {
             if self.listen(target, collector, location)? {
-                self.cells[proxy as usize].proxy_listener = None;
+                self.cells[proxy as usize].xm().proxy_listener = None;
             } else {
-                self.cells[proxy as usize].notify_listener = true;
+                self.cells[proxy as usize].xm().notify_listener = true;
             }
         }
         let waiters = std::mem::take(&mut self.cells[proxy as usize].waiters);
@@ -935,6 +979,7 @@ impl Machine {
     fn set_cell(&mut self, cell: CellId, value: Value, location: Location, recur: bool) -> R<()> {
         let kind = self.cells[cell as usize].kind;
         match kind {
+            CellKind::Sink => Ok(()),
             CellKind::Plain | CellKind::Single | CellKind::Proxy => {
                 if self.cells[cell as usize].has_value {
                     let old = self.cells[cell as usize].value.clone().unwrap_or(Value::Null);
@@ -989,10 +1034,10 @@ impl Machine {
             }
             CellKind::List | CellKind::ListLiteral => {
                 if kind == CellKind::List && matches!(value, Value::Null) {
-                    if !self.cells[cell as usize].items.is_empty() {
+                    if !self.cells[cell as usize].x().items.is_empty() {
                         let (inst, attr) = self.cells[cell as usize].owner.expect("relation");
                         let values: Vec<String> =
-                            self.cells[cell as usize].items.clone().iter().map(|v| self.display_value(v)).collect();
+                            self.cells[cell as usize].x().items.clone().iter().map(|v| self.display_value(v)).collect();
                         return Err(rt(format!(
                             "Trying to set relation attribute `{}` of instance `{}` to null but it has values `{}` assigned already",
                             self.program.name(self.program.attribute(attr).name),
@@ -1039,14 +1084,14 @@ impl Machine {
                     }
                     return Ok(());
                 }
-                self.cells[cell as usize].items.push(value.clone());
+                self.cells[cell as usize].xm().items.push(value.clone());
                 self.notify_listeners(cell, &value, location)?;
                 if kind == CellKind::List {
                     if recur {
                         self.set_inverse(cell, &value, location)?;
                     }
                     if let Some((_, Some(high))) = self.relation_bounds(cell) {
-                        if self.cells[cell as usize].items.len() as i64 >= high {
+                        if self.cells[cell as usize].x().items.len() as i64 >= high {
                             self.freeze(cell);
                         }
                     }
@@ -1060,13 +1105,13 @@ impl Machine {
     }
 
     fn contains_item(&self, cell: CellId, v: &Value) -> bool {
-        self.cells[cell as usize].items.iter().any(|x| x.py_eq(v))
+        self.cells[cell as usize].x().items.iter().any(|x| x.py_eq(v))
     }
 
     fn list_frozen_error(&self, cell: CellId, value: &Value, location: Location) -> EvalError {
         if let Some((inst, attr)) = self.cells[cell as usize].owner {
             if let Some((_, Some(high))) = self.relation_bounds(cell) {
-                if self.cells[cell as usize].items.len() as i64 == high {
+                if self.cells[cell as usize].x().items.len() as i64 == high {
                     return rt(format!(
                         "Exceeded relation arity on attribute '{}' of instance '{}'",
                         self.program.name(self.program.attribute(attr).name),
@@ -1443,6 +1488,10 @@ impl Machine {
     /// A new execution context for a block: one fresh cell per declared variable.
     fn block_context(&mut self, block: BlockId, parent: ScopeId) -> ScopeId {
         let p = self.prog();
+        // A block that declares nothing resolves every name in its parent.
+        if p.block(block).variables.is_empty() {
+            return parent;
+        }
         let mut slots: Vec<(Symbol, CellId)> = Vec::new();
         for &v in &p.block(block).variables {
             if !slots.iter().any(|(n, _)| *n == v) {
@@ -1536,6 +1585,7 @@ impl Machine {
     /// Creates the namespaces' execution contexts and emits every top-level block.
     pub fn start(&mut self) -> R<()> {
         let p = self.prog();
+        self.sink = self.new_cell(CellKind::Sink);
         for (i, ns) in p.namespaces.iter().enumerate() {
             let root = self.push_scope(Scope::Root { ns: NsId(i as u32) });
             let ctx = self.block_context(ns.root, root);
@@ -1572,19 +1622,19 @@ impl Machine {
             StmtKind::If { cond, then, otherwise } => {
                 let mut reqs = self.schedule_promises(&[*then, *otherwise], scope)?;
                 reqs.extend(self.requires(*cond, scope)?);
-                let target = self.new_cell(CellKind::Plain);
+                let target = self.sink;
                 self.spawn(reqs, Body::Exec { target, promise: None, what: Exec::Stmt(stmt), scope, attr: None });
             }
             StmtKind::For { iterable, body, .. } => {
                 let mut reqs = self.schedule_promises(&[*body], scope)?;
                 let collector = self.add_collector(Collector::For { stmt, scope, seen: HashSet::new() });
                 reqs.extend(self.requires_gradual(*iterable, scope, collector)?);
-                let target = self.new_cell(CellKind::Plain);
+                let target = self.sink;
                 self.spawn(reqs, Body::Exec { target, promise: None, what: Exec::Stmt(stmt), scope, attr: None });
             }
             StmtKind::Expr(e) => {
                 let reqs = self.requires(*e, scope)?;
-                let target = self.new_cell(CellKind::Plain);
+                let target = self.sink;
                 self.spawn(reqs, Body::Exec { target, promise: None, what: Exec::Expr(*e), scope, attr: None });
             }
         }
@@ -1668,7 +1718,7 @@ impl Machine {
     fn resolve_proxy(&self, cell: CellId) -> CellId {
         let c = &self.cells[cell as usize];
         if c.kind == CellKind::Proxy {
-            if let Some(t) = c.target {
+            if let Some(t) = c.x().target {
                 return self.resolve_proxy(t);
             }
         }
@@ -1836,7 +1886,7 @@ impl Machine {
             }
             ExprKind::Attr { base, name } => {
                 let proxy = self.new_cell(CellKind::Proxy);
-                self.cells[proxy as usize].proxy_listener = Some((collector, location));
+                self.cells[proxy as usize].xm().proxy_listener = Some((collector, location));
                 self.schedule_hook(Some(*base), *name, scope, Resumer::Reader(proxy), false, location)?;
                 Ok(vec![(Key::Expr(expr), proxy)])
             }
@@ -1979,6 +2029,7 @@ impl Machine {
         match self.run_body(&body, &requires) {
             Ok(()) => {
                 self.waiters[waiter as usize].done = true;
+                self.waiters[waiter as usize].requires = Vec::new();
                 self.all_waiters.remove(waiter);
                 Ok(None)
             }
@@ -2493,11 +2544,13 @@ impl Machine {
         let p = self.prog();
         let entity = self.instances[inst as usize].entity;
         let implement = &p.entity(entity).implements[index as usize];
-        let scope = self.push_scope(Scope::Instance { instance: inst, ns: implement.ns });
-        let ns_scope = self.push_scope(Scope::Ns { ns: implement.ns, parent: scope });
         let condition = match implement.condition {
             None => Value::Bool(true),
-            Some(c) => self.eval(c, values, ns_scope)?,
+            Some(c) => {
+                let scope = self.push_scope(Scope::Instance { instance: inst, ns: implement.ns });
+                let ns_scope = self.push_scope(Scope::Ns { ns: implement.ns, parent: scope });
+                self.eval(c, values, ns_scope)?
+            }
         };
         match condition {
             Value::Unknown | Value::Bool(false) => return Ok(()),
@@ -2525,8 +2578,13 @@ impl Machine {
     }
 
     fn instance_scope(&mut self, inst: InstanceId) -> ScopeId {
+        if let Some(s) = self.instances[inst as usize].scope {
+            return s;
+        }
         let ns = self.instance_ns(inst);
-        self.push_scope(Scope::Instance { instance: inst, ns })
+        let s = self.push_scope(Scope::Instance { instance: inst, ns });
+        self.instances[inst as usize].scope = Some(s);
+        s
     }
 
     fn instance_ns(&self, _inst: InstanceId) -> NsId {
@@ -2936,7 +2994,7 @@ impl Machine {
                 self.requires(c, ns_scope).map_err(|e| e.at(implement.location))?
             }
         };
-        let target = self.new_cell(CellKind::Plain);
+        let target = self.sink;
         self.spawn(reqs, Body::Exec {
             target,
             promise: None,
@@ -2956,6 +3014,7 @@ impl Machine {
             self_cell: 0,
             locations: vec![location],
             implementations: Vec::new(),
+            scope: None,
         });
         let mut slots = Vec::with_capacity(p.entity(entity).slots.len());
         for &(name, attr) in &p.entity(entity).slots {

@@ -146,7 +146,9 @@ fn validate_argument(
     match check {
         Check::Ok => Ok(()),
         Check::Reference => Err(PluginError::Reference(reference_message())),
-        Check::Mismatch if is_reference && !ty.supports_references() => Err(PluginError::Reference(reference_message())),
+        Check::Mismatch if is_reference && !ty.supports_references() => {
+            Err(PluginError::Reference(reference_message()))
+        }
         Check::Mismatch => Err(PluginError::Type(format!(
             "Value {} for argument {} of plugin {qualified} has incompatible type. Expected type: {}",
             pyfmt::dsl_repr(value, host),
@@ -267,9 +269,7 @@ impl LiteralParser<'_> {
                 Some(Value::Dict(Arc::from(entries)))
             }
             b'"' | b'\'' => self.string(),
-            b'r' | b'R' | b'u' | b'U'
-                if matches!(self.s.get(self.i + 1), Some(b'"' | b'\'')) =>
-            {
+            b'r' | b'R' | b'u' | b'U' if matches!(self.s.get(self.i + 1), Some(b'"' | b'\'')) => {
                 let raw = matches!(c, b'r' | b'R');
                 self.i += 1;
                 if raw { self.raw_string() } else { self.string() }
@@ -314,7 +314,7 @@ impl LiteralParser<'_> {
         let lower = text.to_ascii_lowercase();
         let radix = [("0x", 16), ("0o", 8), ("0b", 2)].into_iter().find(|(p, _)| lower.starts_with(p));
         if let Some((prefix, radix)) = radix {
-            return BigInt::parse_bytes(lower[prefix.len()..].as_bytes(), radix).map(Value::int);
+            return BigInt::parse_bytes(&lower.as_bytes()[prefix.len()..], radix).map(Value::int);
         }
         if lower.contains(['.', 'e']) {
             return lower.parse::<f64>().ok().map(Value::Float);

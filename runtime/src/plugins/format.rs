@@ -415,7 +415,7 @@ fn group(digits: &str, sep: char, every: usize) -> String {
     let chars: Vec<char> = digits.chars().collect();
     let mut out = String::new();
     for (i, c) in chars.iter().enumerate() {
-        if i > 0 && (chars.len() - i) % every == 0 {
+        if i > 0 && (chars.len() - i).is_multiple_of(every) {
             out.push(sep);
         }
         out.push(*c);
@@ -449,9 +449,10 @@ fn format_int(i: &BigInt, spec: &str) -> Result<String, Flow> {
         'x' => (magnitude.to_str_radix(16), "0x"),
         'X' => (magnitude.to_str_radix(16).to_uppercase(), "0X"),
         'c' => {
-            let c = i.to_u32().and_then(char::from_u32).ok_or_else(|| {
-                Flow::Error(PluginError::external("OverflowError", "%c arg not in range(0x110000)"))
-            })?;
+            let c = i
+                .to_u32()
+                .and_then(char::from_u32)
+                .ok_or_else(|| Flow::Error(PluginError::external("OverflowError", "%c arg not in range(0x110000)")))?;
             return Ok(pad(&c.to_string(), "", &s, '<'));
         }
         other => return Err(value_error(format!("Unknown format code '{other}' for object of type 'int'"))),
@@ -483,36 +484,34 @@ fn exp_notation(x: f64, precision: usize, alternate: bool, upper: bool) -> Strin
     format!("{m}{e_char}{}{:02}", if e < 0 { '-' } else { '+' }, e.abs())
 }
 
-/// `'g'` formatting (and the `''` type with a precision when `repr_style`).
+/// `'g'` formatting, and the `''` type with a precision (`repr_style`: at least one digit
+/// after the point in fixed notation, which also moves the switch to exponent notation one
+/// digit earlier, as CPython's `Py_DTSF_ADD_DOT_0`).
 fn general(x: f64, precision: usize, alternate: bool, upper: bool, repr_style: bool) -> String {
     let p = precision.max(1);
-    if x == 0.0 {
-        let body = if alternate {
-            format!("0.{}", "0".repeat(p - 1))
-        } else if repr_style {
-            "0.0".to_string()
-        } else {
-            "0".to_string()
-        };
-        return body;
-    }
     let (_, exp) = rust_exp(x, p - 1);
-    let mut body = if exp >= -4 && (exp as i64) < p as i64 {
-        let decimals = (p as i64 - 1 - exp as i64).max(0) as usize;
+    let decpt = if x == 0.0 { 1 } else { exp as i64 + 1 };
+    let limit = if repr_style { p as i64 - 1 } else { p as i64 };
+    let mut body = if decpt > -4 && decpt <= limit {
+        let decimals = (p as i64 - decpt).max(0) as usize;
         let mut f = format!("{:.*}", decimals, x);
         if !alternate && f.contains('.') {
             f = f.trim_end_matches('0').trim_end_matches('.').to_string();
         }
         if repr_style && !f.contains('.') {
             f.push_str(".0");
+        } else if alternate && !f.contains('.') {
+            f.push('.');
         }
         f
     } else {
         let (mut m, e) = rust_exp(x, p - 1);
         if !alternate && m.contains('.') {
             m = m.trim_end_matches('0').trim_end_matches('.').to_string();
+        } else if alternate && !m.contains('.') {
+            m.push('.');
         }
-        format!("{m}{}{}{:02}", if upper { 'E' } else { 'e' }, if e < 0 { '-' } else { '+' }, e.abs())
+        format!("{m}e{}{:02}", if e < 0 { '-' } else { '+' }, e.abs())
     };
     if upper {
         body = body.to_uppercase();
@@ -525,9 +524,13 @@ fn format_float(x: f64, spec: &str) -> Result<String, Flow> {
     let negative = x.is_sign_negative() && !x.is_nan();
     let a = x.abs();
     let upper = matches!(s.kind, Some('E' | 'F' | 'G'));
+    if let Some(other) = s.kind.filter(|k| !matches!(k, 'e' | 'E' | 'f' | 'F' | 'g' | 'G' | 'n' | '%')) {
+        return Err(value_error(format!("Unknown format code '{other}' for object of type 'float'")));
+    }
     let mut body = if !a.is_finite() {
         let t = if a.is_nan() { "nan" } else { "inf" };
-        if upper { t.to_uppercase() } else { t.to_string() }
+        let t = if upper { t.to_uppercase() } else { t.to_string() };
+        if s.kind == Some('%') { format!("{t}%") } else { t }
     } else {
         match s.kind {
             None => match s.precision {
@@ -566,9 +569,9 @@ mod tests {
     fn format_specs_follow_python() {
         let cases: &[(&str, Value, &str)] = &[
             ("", Value::Float(1.0), "1.0"),
-            (".2f", Value::Float(3.14159), "3.14"),
-            (">8.3f", Value::Float(-3.14159), "  -3.142"),
-            ("08.3f", Value::Float(-3.14159), "-003.142"),
+            (".2f", Value::Float(1.23456), "1.23"),
+            (">8.3f", Value::Float(-1.23456), "  -1.235"),
+            ("08.3f", Value::Float(-1.23456), "-001.235"),
             (".3", Value::Float(2.0), "2.0"),
             (".2", Value::Float(1234.5), "1.2e+03"),
             ("g", Value::Float(0.0001), "0.0001"),

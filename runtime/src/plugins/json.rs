@@ -167,8 +167,7 @@ impl Parser<'_> {
                         b't' => out.push('\t'),
                         b'u' => {
                             let first = self.hex4(escape_at)?;
-                            let code = if (0xd800..0xdc00).contains(&first)
-                                && self.text[self.pos..].starts_with("\\u")
+                            let code = if (0xd800..0xdc00).contains(&first) && self.text[self.pos..].starts_with("\\u")
                             {
                                 let save = self.pos;
                                 self.pos += 2;
@@ -211,7 +210,10 @@ impl Parser<'_> {
     fn enter(&mut self) -> Result<(), PluginError> {
         self.depth += 1;
         if self.depth > 900 {
-            return Err(PluginError::external("RecursionError", "maximum recursion depth exceeded while decoding a JSON document"));
+            return Err(PluginError::external(
+                "RecursionError",
+                "maximum recursion depth exceeded while decoding a JSON document",
+            ));
         }
         Ok(())
     }

@@ -179,7 +179,14 @@ static NATIVES: &[Native] = &[
     native!("json_loads", "json_loads", "s", Some("\"any\""), false, json_loads),
     native!("json_dumps", "json_dumps", "obj", Some("\"string\""), false, json_dumps),
     native!("format", "format", "__string, *args, **kwargs", Some("\"string\""), false, format_plugin),
-    native!("create_int_reference", "create_int_reference", "value", Some("Reference[int]"), false, create_int_reference),
+    native!(
+        "create_int_reference",
+        "create_int_reference",
+        "value",
+        Some("Reference[int]"),
+        false,
+        create_int_reference
+    ),
     native!(
         "create_environment_reference",
         "create_environment_reference",
@@ -446,10 +453,7 @@ fn py_index(index: &Value, len: usize, what: &str) -> Result<usize, Flow> {
     };
     let out_of_range = || Flow::Error(PluginError::external("IndexError", format!("{what} index out of range")));
     let Some(i) = i.to_i64() else {
-        return Err(Flow::Error(PluginError::external(
-            "IndexError",
-            "cannot fit 'int' into an index-sized integer",
-        )));
+        return Err(Flow::Error(PluginError::external("IndexError", "cannot fit 'int' into an index-sized integer")));
     };
     let resolved = if i < 0 { i + len as i64 } else { i };
     if resolved < 0 || resolved >= len as i64 {
@@ -658,7 +662,9 @@ enum HashKey {
 fn hash_key(value: &Value) -> Result<HashKey, Flow> {
     Ok(match value {
         Value::Null => HashKey::Null,
-        Value::Bool(_) | Value::Int(_) | Value::BigInt(_) => HashKey::Int(validate::to_bigint(value).unwrap_or_default()),
+        Value::Bool(_) | Value::Int(_) | Value::BigInt(_) => {
+            HashKey::Int(validate::to_bigint(value).unwrap_or_default())
+        }
         Value::Float(f) => match num_traits::FromPrimitive::from_f64(*f) {
             Some(i) if f.fract() == 0.0 => HashKey::Int(i),
             _ => HashKey::Float(if *f == 0.0 { 0 } else { f.to_bits() }),
@@ -743,10 +749,7 @@ fn contains(ctx: &mut Ctx) -> NativeResult {
     match (ctx.arg("dct"), ctx.arg("key")) {
         (Value::Dict(entries), Value::Str(k)) => Ok(Value::Bool(entries.iter().any(|(key, _)| key == k))),
         (Value::Dict(_), _) => Ok(Value::Bool(false)),
-        (other, _) => Err(type_error(format!(
-            "argument of type '{}' is not iterable",
-            pyfmt::plugin_type_name(other)
-        ))),
+        (other, _) => Err(type_error(format!("argument of type '{}' is not iterable", pyfmt::plugin_type_name(other)))),
     }
 }
 
@@ -822,9 +825,8 @@ fn python_int(text: &str) -> Result<Value, Flow> {
         && !body.starts_with('_')
         && !body.ends_with('_')
         && !body.contains("__");
-    let parsed = valid
-        .then(|| BigInt::parse_bytes(t.replace('_', "").trim_start_matches('+').as_bytes(), 10))
-        .flatten();
+    let parsed =
+        valid.then(|| BigInt::parse_bytes(t.replace('_', "").trim_start_matches('+').as_bytes(), 10)).flatten();
     parsed
         .map(Value::int)
         .ok_or_else(|| value_error(format!("invalid literal for int() with base 10: {}", str_repr(text))))
@@ -1067,8 +1069,7 @@ fn md5_hex(data: &[u8]) -> String {
     }
     message.extend_from_slice(&bit_len.to_le_bytes());
     for chunk in message.chunks(64) {
-        let m: Vec<u32> =
-            chunk.chunks(4).map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]])).collect();
+        let m: Vec<u32> = chunk.chunks(4).map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]])).collect();
         let [mut a, mut b, mut c, mut d] = state;
         for i in 0..64 {
             let (f, g) = match i / 16 {
@@ -1101,9 +1102,8 @@ fn hostname(ctx: &mut Ctx) -> NativeResult {
 
 fn interface_arg(ctx: &Ctx, name: &str) -> Result<(net::Addr, u32), Flow> {
     let text = ctx.str_arg(name)?;
-    net::parse_with_prefix(text, true, true).ok_or_else(|| {
-        value_error(format!("{} does not appear to be an IPv4 or IPv6 interface", str_repr(text)))
-    })
+    net::parse_with_prefix(text, true, true)
+        .ok_or_else(|| value_error(format!("{} does not appear to be an IPv4 or IPv6 interface", str_repr(text))))
 }
 
 fn prefixlength_to_netmask(ctx: &mut Ctx) -> NativeResult {
@@ -1176,11 +1176,7 @@ fn ip_address_from_interface(ctx: &mut Ctx) -> NativeResult {
 // References.
 
 fn reference(class: &str, args: Vec<(String, Value)>) -> Value {
-    Value::Reference(Arc::new(Reference {
-        class: class.to_string(),
-        module: "inmanta_plugins.std".to_string(),
-        args,
-    }))
+    Value::Reference(Arc::new(Reference { class: class.to_string(), module: "inmanta_plugins.std".to_string(), args }))
 }
 
 fn create_int_reference(ctx: &mut Ctx) -> NativeResult {

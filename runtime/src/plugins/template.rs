@@ -223,10 +223,7 @@ fn filter_call(native: &'static Native, args: &[MjValue]) -> Result<MjValue, MjE
     let mut values = Vec::with_capacity(args.len());
     for arg in args {
         if arg.is_kwargs() {
-            record(Flow::Error(PluginError::external(
-                "TypeError",
-                "safewrapper() got an unexpected keyword argument",
-            )));
+            record(Flow::Error(PluginError::external("TypeError", "safewrapper() got an unexpected keyword argument")));
             return Err(abort());
         }
         if arg.is_undefined() {
@@ -366,7 +363,9 @@ fn py_repr(value: &MjValue) -> String {
         ValueKind::Map => match value.try_iter() {
             Ok(keys) => {
                 let entries: Vec<String> = keys
-                    .map(|k| format!("{}: {}", py_repr(&k), value.get_item(&k).map(|v| py_repr(&v)).unwrap_or_default()))
+                    .map(|k| {
+                        format!("{}: {}", py_repr(&k), value.get_item(&k).map(|v| py_repr(&v)).unwrap_or_default())
+                    })
                     .collect();
                 format!("{{{}}}", entries.join(", "))
             }
@@ -418,7 +417,10 @@ impl Object for Root {
                     return None;
                 }
             },
-            Err(PluginError::Wrapped { kind: ErrorKind::NotFoundException | ErrorKind::OptionalValueException, .. }) => {
+            Err(PluginError::Wrapped {
+                kind: ErrorKind::NotFoundException | ErrorKind::OptionalValueException,
+                ..
+            }) => {
                 note_undefined(name);
                 None
             }
@@ -468,9 +470,10 @@ impl Object for InstanceObj {
             Ok(value) => nested_to_jinja(value, name).map_err(record).ok(),
             // `JinjaDynamicProxy` turns a missing attribute and an optional relation without
             // a value into a plain (lenient) `Undefined`.
-            Err(PluginError::Wrapped { kind: ErrorKind::NotFoundException | ErrorKind::OptionalValueException, .. }) => {
-                Some(MjValue::from_object(Missing))
-            }
+            Err(PluginError::Wrapped {
+                kind: ErrorKind::NotFoundException | ErrorKind::OptionalValueException,
+                ..
+            }) => Some(MjValue::from_object(Missing)),
             Err(e) => {
                 record(Flow::Error(e));
                 None
@@ -533,9 +536,7 @@ impl Object for DslValue {
     fn enumerate(self: &Arc<Self>) -> Enumerator {
         match &self.value {
             Value::List(items) => Enumerator::Seq(items.len()),
-            Value::Dict(entries) => {
-                Enumerator::Values(entries.iter().map(|(k, _)| MjValue::from(k.clone())).collect())
-            }
+            Value::Dict(entries) => Enumerator::Values(entries.iter().map(|(k, _)| MjValue::from(k.clone())).collect()),
             _ => Enumerator::NonEnumerable,
         }
     }
@@ -597,7 +598,11 @@ fn python_method(_state: &mut State, value: &MjValue, method: &str, args: &[MjVa
                 let mut out = String::new();
                 let mut previous_cased = false;
                 for c in s.chars() {
-                    if previous_cased { out.extend(c.to_lowercase()) } else { out.extend(c.to_uppercase()) }
+                    if previous_cased {
+                        out.extend(c.to_lowercase())
+                    } else {
+                        out.extend(c.to_uppercase())
+                    }
                     previous_cased = c.is_alphabetic();
                 }
                 MjValue::from(out)
@@ -610,7 +615,9 @@ fn python_method(_state: &mut State, value: &MjValue, method: &str, args: &[MjVa
             },
             ("split", 0) => MjValue::from(s.split_whitespace().map(MjValue::from).collect::<Vec<_>>()),
             ("split", 1) => match str_arg(0) {
-                Some(sep) if !sep.is_empty() => MjValue::from(s.split(sep.as_str()).map(MjValue::from).collect::<Vec<_>>()),
+                Some(sep) if !sep.is_empty() => {
+                    MjValue::from(s.split(sep.as_str()).map(MjValue::from).collect::<Vec<_>>())
+                }
                 _ => return unknown(),
             },
             ("join", 1) => {

@@ -130,12 +130,8 @@ fn std_signatures() -> HashMap<String, PluginSignature> {
         let close = def.rfind(')').unwrap();
         let params = &def[open + 1..close];
         let returns = def[close + 1..].trim().strip_prefix("->").map(|r| r.trim().trim_end_matches(':').trim());
-        let name = decorator
-            .split('"')
-            .nth(1)
-            .filter(|_| decorator.starts_with("@plugin(\""))
-            .unwrap_or(fn_name)
-            .to_string();
+        let name =
+            decorator.split('"').nth(1).filter(|_| decorator.starts_with("@plugin(\"")).unwrap_or(fn_name).to_string();
         let sig = signature("std", &name, params, returns, decorator.contains("allow_unknown=True"));
         out.insert(name, sig);
         i = j + 1;
@@ -180,7 +176,10 @@ impl PluginHost for FakeHost {
 
     fn lookup(&mut self, name: &str) -> Result<Value, PluginError> {
         self.vars.get(name).cloned().unwrap_or_else(|| {
-            Err(PluginError::Wrapped { kind: ErrorKind::NotFoundException, message: format!("variable {name} not found") })
+            Err(PluginError::Wrapped {
+                kind: ErrorKind::NotFoundException,
+                message: format!("variable {name} not found"),
+            })
         })
     }
 
@@ -242,7 +241,12 @@ fn host() -> FakeHost {
         attributes: vec![("name", Ok(Value::str(name))), ("family", family), ("python_cmd", Ok(Value::str("python")))],
     };
     let mut host = FakeHost {
-        instances: vec![server("web", 8080), os("unix", optional_unset()), os("linux", Ok(Value::Instance(1))), server("db", 5432)],
+        instances: vec![
+            server("web", 8080),
+            os("unix", optional_unset()),
+            os("linux", Ok(Value::Instance(1))),
+            server("db", 5432),
+        ],
         ..FakeHost::default()
     };
     host.env.insert("WEFT_TEST_SET".into(), "value".into());
@@ -351,12 +355,42 @@ fn native_param_names(name: &str) -> Vec<String> {
 #[test]
 fn binding_follows_the_reference() {
     check(vec![
-        ("replace", vec![s("a"), s("b")], vec![], "RuntimeException: std::replace() missing 1 required positional argument: 'new'"),
-        ("replace", vec![], vec![], "RuntimeException: std::replace() missing 3 required positional arguments: 'string', 'old' and 'new'"),
-        ("replace", vec![s("a"), s("b"), s("c"), s("d")], vec![], "RuntimeException: std::replace() takes 3 positional arguments but 4 were given"),
-        ("len", vec![l(vec![]), l(vec![])], vec![], "RuntimeException: std::len() takes 1 positional arguments but 2 were given"),
-        ("replace", vec![s("abc")], vec![("old", s("a")), ("new", s("b")), ("count", i(1))], "RuntimeException: std::replace() got an unexpected keyword argument: 'count'"),
-        ("replace", vec![s("abc"), s("a"), s("b")], vec![("old", s("a"))], "RuntimeException: std::replace() got multiple values for argument 'old'"),
+        (
+            "replace",
+            vec![s("a"), s("b")],
+            vec![],
+            "RuntimeException: std::replace() missing 1 required positional argument: 'new'",
+        ),
+        (
+            "replace",
+            vec![],
+            vec![],
+            "RuntimeException: std::replace() missing 3 required positional arguments: 'string', 'old' and 'new'",
+        ),
+        (
+            "replace",
+            vec![s("a"), s("b"), s("c"), s("d")],
+            vec![],
+            "RuntimeException: std::replace() takes 3 positional arguments but 4 were given",
+        ),
+        (
+            "len",
+            vec![l(vec![]), l(vec![])],
+            vec![],
+            "RuntimeException: std::len() takes 1 positional arguments but 2 were given",
+        ),
+        (
+            "replace",
+            vec![s("abc")],
+            vec![("old", s("a")), ("new", s("b")), ("count", i(1))],
+            "RuntimeException: std::replace() got an unexpected keyword argument: 'count'",
+        ),
+        (
+            "replace",
+            vec![s("abc"), s("a"), s("b")],
+            vec![("old", s("a"))],
+            "RuntimeException: std::replace() got multiple values for argument 'old'",
+        ),
         ("replace", vec![s("Hello World!")], vec![("new", s("Hi")), ("old", s("Hello"))], "'Hi World!'"),
         ("sequence", vec![i(3)], vec![], "[0, 1, 2]"),
         ("sequence", vec![i(2), i(10)], vec![], "[10, 11]"),
@@ -378,7 +412,12 @@ fn unknown_arguments_skip_the_call_unless_allowed() {
         ("upper", vec![U], vec![], "Unknown"),
         ("replace", vec![s("a")], vec![("old", U), ("new", s("b"))], "Unknown"),
         // Validation of the other arguments comes first.
-        ("replace", vec![U, i(1), s("b")], vec![], "PluginTypeException: Value 1 for argument old of plugin std::replace has incompatible type. Expected type: string"),
+        (
+            "replace",
+            vec![U, i(1), s("b")],
+            vec![],
+            "PluginTypeException: Value 1 for argument old of plugin std::replace has incompatible type. Expected type: string",
+        ),
         ("is_unknown", vec![U], vec![], "True"),
         ("is_unknown", vec![i(1)], vec![], "False"),
         ("len", vec![l(vec![i(1), U])], vec![], "Unknown"),
@@ -388,7 +427,12 @@ fn unknown_arguments_skip_the_call_unless_allowed() {
         ("getattr", vec![Value::Instance(0), s("name")], vec![], "'web'"),
         ("getattr", vec![Value::Instance(0), s("nothing")], vec![("default_value", i(5))], "5"),
         ("getattr", vec![Value::Instance(0), s("fact")], vec![], "Unknown"),
-        ("getattr", vec![Value::Instance(0), s("secret")], vec![], "<inmanta_plugins.std.EnvironmentReference object at <addr>>"),
+        (
+            "getattr",
+            vec![Value::Instance(0), s("secret")],
+            vec![],
+            "<inmanta_plugins.std.EnvironmentReference object at <addr>>",
+        ),
         ("inlineif", vec![Value::Bool(true), s("a"), U], vec![], "Unknown"),
     ]);
 }
@@ -397,24 +441,94 @@ fn unknown_arguments_skip_the_call_unless_allowed() {
 fn arguments_are_validated_against_annotations() {
     let reference_message = "Reference: Value <inmanta_plugins.std.EnvironmentReference object at <addr>> for argument string of plugin std::upper is a reference. To allow references, use `| Reference[...]` in your type annotation.";
     check(vec![
-        ("replace", vec![i(1), s("a"), s("b")], vec![], "PluginTypeException: Value 1 for argument string of plugin std::replace has incompatible type. Expected type: string"),
-        ("len", vec![d(vec![("a", i(1))])], vec![], "PluginTypeException: Value {'a': 1} for argument item_list of plugin std::len has incompatible type. Expected type: (Reference[any] | any)[]"),
+        (
+            "replace",
+            vec![i(1), s("a"), s("b")],
+            vec![],
+            "PluginTypeException: Value 1 for argument string of plugin std::replace has incompatible type. Expected type: string",
+        ),
+        (
+            "len",
+            vec![d(vec![("a", i(1))])],
+            vec![],
+            "PluginTypeException: Value {'a': 1} for argument item_list of plugin std::len has incompatible type. Expected type: (Reference[any] | any)[]",
+        ),
         ("upper", vec![env_ref("X")], vec![], reference_message),
-        ("upper", vec![NULL], vec![], "PluginTypeException: Value null for argument string of plugin std::upper has incompatible type. Expected type: string"),
-        ("at", vec![l(vec![env_ref("X")]), i(0)], vec![], "<inmanta_plugins.std.EnvironmentReference object at <addr>>"),
-        ("dict_keys", vec![d(vec![("a", env_ref("X"))])], vec![], "Reference: Value {'a': <inmanta_plugins.std.EnvironmentReference object at <addr>>} for argument dct of plugin std::dict_keys contains a reference. To allow references, use `| Reference[...]` in your type annotation."),
+        (
+            "upper",
+            vec![NULL],
+            vec![],
+            "PluginTypeException: Value null for argument string of plugin std::upper has incompatible type. Expected type: string",
+        ),
+        (
+            "at",
+            vec![l(vec![env_ref("X")]), i(0)],
+            vec![],
+            "<inmanta_plugins.std.EnvironmentReference object at <addr>>",
+        ),
+        (
+            "dict_keys",
+            vec![d(vec![("a", env_ref("X"))])],
+            vec![],
+            "Reference: Value {'a': <inmanta_plugins.std.EnvironmentReference object at <addr>>} for argument dct of plugin std::dict_keys contains a reference. To allow references, use `| Reference[...]` in your type annotation.",
+        ),
         ("limit", vec![s("abc"), Value::Bool(true)], vec![], "'a'"),
-        ("limit", vec![s("abc"), Value::Float(1.0)], vec![], "PluginTypeException: Value 1.0 for argument length of plugin std::limit has incompatible type. Expected type: int"),
-        ("familyof", vec![s("linux"), s("unix")], vec![], "PluginTypeException: Value 'linux' for argument member of plugin std::familyof has incompatible type. Expected type: std::OS"),
-        ("familyof", vec![Value::Instance(0), s("unix")], vec![], "PluginTypeException: Value __config__::Server (instantiated at ./main.cf:1) for argument member of plugin std::familyof has incompatible type. Expected type: std::OS"),
-        ("get_env", vec![s("X"), i(1)], vec![], "PluginTypeException: Value 1 for argument default_value of plugin std::get_env has incompatible type. Expected type: string?"),
+        (
+            "limit",
+            vec![s("abc"), Value::Float(1.0)],
+            vec![],
+            "PluginTypeException: Value 1.0 for argument length of plugin std::limit has incompatible type. Expected type: int",
+        ),
+        (
+            "familyof",
+            vec![s("linux"), s("unix")],
+            vec![],
+            "PluginTypeException: Value 'linux' for argument member of plugin std::familyof has incompatible type. Expected type: std::OS",
+        ),
+        (
+            "familyof",
+            vec![Value::Instance(0), s("unix")],
+            vec![],
+            "PluginTypeException: Value __config__::Server (instantiated at ./main.cf:1) for argument member of plugin std::familyof has incompatible type. Expected type: std::OS",
+        ),
+        (
+            "get_env",
+            vec![s("X"), i(1)],
+            vec![],
+            "PluginTypeException: Value 1 for argument default_value of plugin std::get_env has incompatible type. Expected type: string?",
+        ),
         ("prefixlen", vec![s("10.0.0.1")], vec![], "32"),
-        ("prefixlen", vec![s("nope")], vec![], "PluginTypeException: Value 'nope' for argument addr of plugin std::prefixlen has incompatible type. Expected type: std::ipv_any_interface"),
-        ("server_token", vec![l(vec![s("agent"), i(1)])], vec![], "PluginTypeException: Value ['agent', 1] for argument client_types of plugin std::server_token has incompatible type. Expected type: string[]"),
-        ("create_environment_reference", vec![env_ref("X")], vec![], "<inmanta_plugins.std.EnvironmentReference object at <addr>>"),
-        ("create_environment_reference", vec![i(1)], vec![], "PluginTypeException: Value 1 for argument name of plugin std::create_environment_reference has incompatible type. Expected type: Reference[string] | string"),
+        (
+            "prefixlen",
+            vec![s("nope")],
+            vec![],
+            "PluginTypeException: Value 'nope' for argument addr of plugin std::prefixlen has incompatible type. Expected type: std::ipv_any_interface",
+        ),
+        (
+            "server_token",
+            vec![l(vec![s("agent"), i(1)])],
+            vec![],
+            "PluginTypeException: Value ['agent', 1] for argument client_types of plugin std::server_token has incompatible type. Expected type: string[]",
+        ),
+        (
+            "create_environment_reference",
+            vec![env_ref("X")],
+            vec![],
+            "<inmanta_plugins.std.EnvironmentReference object at <addr>>",
+        ),
+        (
+            "create_environment_reference",
+            vec![i(1)],
+            vec![],
+            "PluginTypeException: Value 1 for argument name of plugin std::create_environment_reference has incompatible type. Expected type: Reference[string] | string",
+        ),
         ("is_unknown", vec![env_ref("X")], vec![], "False"),
-        ("dict_get", vec![d(vec![("k", i(1))]), s("k")], vec![], "PluginTypeException: Return value 1 of plugin std::dict_get has incompatible type. Expected type: string"),
+        (
+            "dict_get",
+            vec![d(vec![("k", i(1))]), s("k")],
+            vec![],
+            "PluginTypeException: Return value 1 of plugin std::dict_get has incompatible type. Expected type: string",
+        ),
     ]);
 }
 
@@ -566,10 +680,25 @@ fn std_plugins_behave_like_python() {
         ("hostname", vec![s("web.example.com")], vec![], "'web'"),
         ("format", vec![s("{0}{1}{0}"), s("a"), s("b")], vec![], "'aba'"),
         ("format", vec![s("{:>5}|{:.2f}|{!r}"), s("a"), Value::Float(1.0 / 3.0), s("q")], vec![], "\"    a|0.33|'q'\""),
-        ("format", vec![s("{x[k]} {y[1]} {s.name}")], vec![("x", d(vec![("k", s("v"))])), ("y", l(vec![i(1), i(2)])), ("s", server.clone())], "'v 2 web'"),
-        ("format", vec![s("{} {}"), i(1)], vec![], "IndexError: Replacement index 1 out of range for positional args tuple"),
+        (
+            "format",
+            vec![s("{x[k]} {y[1]} {s.name}")],
+            vec![("x", d(vec![("k", s("v"))])), ("y", l(vec![i(1), i(2)])), ("s", server.clone())],
+            "'v 2 web'",
+        ),
+        (
+            "format",
+            vec![s("{} {}"), i(1)],
+            vec![],
+            "IndexError: Replacement index 1 out of range for positional args tuple",
+        ),
         ("format", vec![s("{missing}")], vec![], "KeyError: 'missing'"),
-        ("format", vec![s("{} {0}"), i(1)], vec![], "ValueError: cannot switch from automatic field numbering to manual field specification"),
+        (
+            "format",
+            vec![s("{} {0}"), i(1)],
+            vec![],
+            "ValueError: cannot switch from automatic field numbering to manual field specification",
+        ),
         ("format", vec![s("{{}} {")], vec![], "ValueError: Single '{' encountered in format string"),
         ("format", vec![s("{}"), l(vec![NULL])], vec![], "'@[null]'"),
         ("format", vec![s("{}"), U], vec![], "Unknown"),
@@ -587,14 +716,44 @@ fn std_plugins_behave_like_python() {
         ("unique", vec![l(vec![i(1), s("1"), Value::Float(2.0)])], vec![], "True"),
         ("unique", vec![l(vec![i(1), Value::Bool(true)])], vec![], "False"),
         ("unique", vec![l(vec![l(vec![])])], vec![], "TypeError: unhashable type: 'list'"),
-        ("filter", vec![l(vec![server.clone(), db.clone()]), server.clone()], vec![], "[__config__::Server (instantiated at ./main.cf:4)]"),
+        (
+            "filter",
+            vec![l(vec![server.clone(), db.clone()]), server.clone()],
+            vec![],
+            "[__config__::Server (instantiated at ./main.cf:4)]",
+        ),
         ("select", vec![l(vec![server.clone(), db.clone()]), s("name")], vec![], "['web', 'db']"),
-        ("select", vec![l(vec![server.clone()]), s("secret")], vec![], "Wrapped UnexpectedReference: Encountered unexpected reference value during plugin execution. Plugins are only allowed to access reference values when declared explicitly. Either use a dataclass entity that supports references (e.g. `int | Reference[int]` attribute annotation), or explicitly allow references on attribute access with the `inmanta.plugins.allow_reference_values()` wrapper. Encountered at objects[0].secret (= `<inmanta_plugins.std.EnvironmentReference object at <addr>>`)."),
+        (
+            "select",
+            vec![l(vec![server.clone()]), s("secret")],
+            vec![],
+            "Wrapped UnexpectedReference: Encountered unexpected reference value during plugin execution. Plugins are only allowed to access reference values when declared explicitly. Either use a dataclass entity that supports references (e.g. `int | Reference[int]` attribute annotation), or explicitly allow references on attribute access with the `inmanta.plugins.allow_reference_values()` wrapper. Encountered at objects[0].secret (= `<inmanta_plugins.std.EnvironmentReference object at <addr>>`).",
+        ),
         ("select", vec![l(vec![server.clone()]), s("late")], vec![], "Unset 42"),
-        ("key_sort", vec![l(vec![server.clone(), db.clone()]), s("port")], vec![], "[__config__::Server (instantiated at ./main.cf:4), __config__::Server (instantiated at ./main.cf:1)]"),
-        ("key_sort", vec![l(vec![server.clone(), db.clone()]), s("os.name")], vec![], "[__config__::Server (instantiated at ./main.cf:1), __config__::Server (instantiated at ./main.cf:4)]"),
-        ("attr", vec![server.clone(), s("secret")], vec![], "<inmanta_plugins.std.EnvironmentReference object at <addr>>"),
-        ("attr", vec![server.clone(), s("nothing")], vec![], "AttributeError: __config__::Server has no attribute nothing"),
+        (
+            "key_sort",
+            vec![l(vec![server.clone(), db.clone()]), s("port")],
+            vec![],
+            "[__config__::Server (instantiated at ./main.cf:4), __config__::Server (instantiated at ./main.cf:1)]",
+        ),
+        (
+            "key_sort",
+            vec![l(vec![server.clone(), db.clone()]), s("os.name")],
+            vec![],
+            "[__config__::Server (instantiated at ./main.cf:1), __config__::Server (instantiated at ./main.cf:4)]",
+        ),
+        (
+            "attr",
+            vec![server.clone(), s("secret")],
+            vec![],
+            "<inmanta_plugins.std.EnvironmentReference object at <addr>>",
+        ),
+        (
+            "attr",
+            vec![server.clone(), s("nothing")],
+            vec![],
+            "AttributeError: __config__::Server has no attribute nothing",
+        ),
         ("isset", vec![NULL], vec![], "False"),
         ("invert", vec![Value::Bool(false)], vec![], "True"),
         ("equals", vec![i(1), Value::Float(1.0)], vec![], "null"),
@@ -607,10 +766,30 @@ fn std_plugins_behave_like_python() {
         ("is_instance", vec![server.clone(), s("std::Entity")], vec![], "True"),
         ("is_instance", vec![server.clone(), s("std::OS")], vec![], "False"),
         // Serialization.
-        ("json_dumps", vec![d(vec![("b", l(vec![i(1), i(2)])), ("a", s("x"))])], vec![], "'{\"b\": [1, 2], \"a\": \"x\"}'"),
-        ("json_dumps", vec![l(vec![s("é\n"), NULL, Value::Float(1e16), Value::Bool(false)])], vec![], "'[\"\\\\u00e9\\\\n\", null, 1e+16, false]'"),
-        ("json_dumps", vec![l(vec![server.clone()])], vec![], "TypeError: __config__::Server (instantiated at ./main.cf:1) is not JSON serializable"),
-        ("json_loads", vec![s("{\"k\": [true, null], \"n\": 1.5, \"b\": 123456789012345678901234567890}")], vec![], "{'k': [True, null], 'n': 1.5, 'b': 123456789012345678901234567890}"),
+        (
+            "json_dumps",
+            vec![d(vec![("b", l(vec![i(1), i(2)])), ("a", s("x"))])],
+            vec![],
+            "'{\"b\": [1, 2], \"a\": \"x\"}'",
+        ),
+        (
+            "json_dumps",
+            vec![l(vec![s("é\n"), NULL, Value::Float(1e16), Value::Bool(false)])],
+            vec![],
+            "'[\"\\\\u00e9\\\\n\", null, 1e+16, false]'",
+        ),
+        (
+            "json_dumps",
+            vec![l(vec![server.clone()])],
+            vec![],
+            "TypeError: __config__::Server (instantiated at ./main.cf:1) is not JSON serializable",
+        ),
+        (
+            "json_loads",
+            vec![s("{\"k\": [true, null], \"n\": 1.5, \"b\": 123456789012345678901234567890}")],
+            vec![],
+            "{'k': [True, null], 'n': 1.5, 'b': 123456789012345678901234567890}",
+        ),
         ("json_loads", vec![s("{\"a\": 1, \"b\": 2, \"a\": 3}")], vec![], "{'a': 3, 'b': 2}"),
         ("json_loads", vec![s("[1,")], vec![], "JSONDecodeError: Expecting value: line 1 column 4 (char 3)"),
         ("json_loads", vec![s("{} x")], vec![], "JSONDecodeError: Extra data: line 1 column 4 (char 3)"),
@@ -618,8 +797,18 @@ fn std_plugins_behave_like_python() {
         // Environment.
         ("get_env_int", vec![s("WEFT_TEST_INT")], vec![], "42"),
         ("get_env_int", vec![s("WEFT_TEST_UNSET")], vec![("default_value", i(7))], "7"),
-        ("get_env_int", vec![s("WEFT_TEST_BAD_INT")], vec![], "ValueError: invalid literal for int() with base 10: '4x'"),
-        ("environment", vec![], vec![], "Exception: The environment of this model should be configured in config>environment"),
+        (
+            "get_env_int",
+            vec![s("WEFT_TEST_BAD_INT")],
+            vec![],
+            "ValueError: invalid literal for int() with base 10: '4x'",
+        ),
+        (
+            "environment",
+            vec![],
+            vec![],
+            "Exception: The environment of this model should be configured in config>environment",
+        ),
         ("server_port", vec![], vec![], "8888"),
         // Types.
         ("is_base64_encoded", vec![s("aGVsbG8=")], vec![], "True"),
@@ -640,7 +829,12 @@ fn std_plugins_behave_like_python() {
         ("prefixlength_to_netmask", vec![i(20)], vec![], "'255.255.240.0'"),
         // References.
         ("create_int_reference", vec![env_ref("PORT")], vec![], "<inmanta_plugins.std.IntReference object at <addr>>"),
-        ("create_environment_reference", vec![s("X")], vec![], "<inmanta_plugins.std.EnvironmentReference object at <addr>>"),
+        (
+            "create_environment_reference",
+            vec![s("X")],
+            vec![],
+            "<inmanta_plugins.std.EnvironmentReference object at <addr>>",
+        ),
     ]);
 }
 
@@ -654,14 +848,24 @@ fn validate_type_follows_pydantic() {
         ("pydantic.conint", s("1_000"), None, "True"),
         ("pydantic.conint", s("5.5"), None, "False"),
         ("pydantic.conint", i(7), params(vec![("multiple_of", i(3))]), "False"),
-        ("pydantic.conint", i(7), params(vec![("gt", Value::Float(6.5))]), "SchemaError: Error building \"int\" validator:\n  ValueError: 'gt' must be coercible to an integer"),
+        (
+            "pydantic.conint",
+            i(7),
+            params(vec![("gt", Value::Float(6.5))]),
+            "SchemaError: Error building \"int\" validator:\n  ValueError: 'gt' must be coercible to an integer",
+        ),
         ("pydantic.confloat", Value::Float(0.3), params(vec![("multiple_of", Value::Float(0.1))]), "True"),
         ("pydantic.confloat", s("1e3"), params(vec![("le", i(1000))]), "True"),
         ("pydantic.constr", s("abc"), params(vec![("regex", s("b"))]), "False"),
         ("pydantic.constr", s("abc"), params(vec![("pattern", s("b"))]), "True"),
         ("pydantic.constr", s("abc\n"), params(vec![("regex", s("^[a-z]*$"))]), "True"),
         ("pydantic.constr", s("abc"), params(vec![("min_length", i(4))]), "False"),
-        ("pydantic.constr", s("abc"), params(vec![("curtail_length", i(4))]), "TypeError: constr() got an unexpected keyword argument 'curtail_length'"),
+        (
+            "pydantic.constr",
+            s("abc"),
+            params(vec![("curtail_length", i(4))]),
+            "TypeError: constr() got an unexpected keyword argument 'curtail_length'",
+        ),
         ("pydantic.condecimal", s("1.234"), params(vec![("max_digits", i(3))]), "False"),
         ("pydantic.condecimal", s("1.23"), params(vec![("max_digits", i(3)), ("decimal_places", i(2))]), "True"),
         ("pydantic.PositiveInt", i(1), params(vec![("ge", i(1))]), "False"),
@@ -750,15 +954,24 @@ fn templates_render_like_jinja2() {
         ("templates/kw.j2", "{{ who }} x {{ n }}"),
         ("templates/ns.j2", "{{ tpl.greeting }}"),
         ("templates/ignored.j2", "{{ ignored }}"),
-        ("templates/inst.j2", "{{ s.name }}:{{ s.port }} on {{ s.os.name }}|{{ s.nothing }}|{{ s.peer }}|{% if s.peer %}x{% else %}no peer{% endif %}"),
+        (
+            "templates/inst.j2",
+            "{{ s.name }}:{{ s.port }} on {{ s.os.name }}|{{ s.nothing }}|{{ s.peer }}|{% if s.peer %}x{% else %}no peer{% endif %}",
+        ),
         ("templates/values.j2", "{{ t }} {{ n }} {{ f }} {{ l }} {{ dct }} {{ l[1] }} {{ [1, none] }} {{ 7 / 2 }}"),
-        ("templates/items.j2", "{% for k, v in dct.items() %}{{ k }}={{ v }};{% endfor %}{{ dct.keys() | list | length }}"),
+        (
+            "templates/items.j2",
+            "{% for k, v in dct.items() %}{{ k }}={{ v }};{% endfor %}{{ dct.keys() | list | length }}",
+        ),
         ("templates/late.j2", "{{ late }}"),
         ("templates/unknown.j2", "{{ unknown }}"),
         ("templates/secret.j2", "{{ secret }}"),
         ("templates/inst_secret.j2", "{{ s.secret }}"),
         ("templates/include.j2", "<{% include 'tpl/kw.j2' %}>"),
-        ("templates/filters.j2", "{{ 'a,b' | std.split(',') | length }} {{ 3 | std.sequence | std.len }} {{ 'x' | std.upper(1) }}"),
+        (
+            "templates/filters.j2",
+            "{{ 'a,b' | std.split(',') | length }} {{ 3 | std.sequence | std.len }} {{ 'x' | std.upper(1) }}",
+        ),
         ("templates/bad.j2", "{% for x in %}"),
         ("templates/crlf.j2", "a\r\nb"),
         ("files/data.txt", "static file content\n"),
@@ -785,7 +998,8 @@ fn templates_render_like_jinja2() {
         host.vars.insert(k.to_string(), Ok(v));
     }
     host.vars.insert("late".into(), Err(PluginError::Unset(7)));
-    let cases: Vec<(&str, Vec<(&str, Value)>, &str)> = vec![
+    type TemplateCase = (&'static str, Vec<(&'static str, Value)>, &'static str);
+    let cases: Vec<TemplateCase> = vec![
         ("tpl/server.j2", vec![], "'server web listens on 8080'"),
         ("tpl/loop.j2", vec![], "'[A][B][C]'"),
         ("tpl/kw.j2", vec![("who", s("kwarg")), ("n", i(3))], "'kwarg x 3'"),
@@ -798,7 +1012,11 @@ fn templates_render_like_jinja2() {
         ("tpl/items.j2", vec![], "'b=1;a=2;2'"),
         ("tpl/late.j2", vec![], "Unset 7"),
         ("tpl/unknown.j2", vec![], "Unknown"),
-        ("tpl/secret.j2", vec![], "PluginException: Encountered reference in Jinja template for variable secret (= `<inmanta_plugins.std.EnvironmentReference object at <addr>>`)"),
+        (
+            "tpl/secret.j2",
+            vec![],
+            "PluginException: Encountered reference in Jinja template for variable secret (= `<inmanta_plugins.std.EnvironmentReference object at <addr>>`)",
+        ),
         ("tpl/include.j2", vec![("who", s("w")), ("n", i(1))], "'<w x 1>'"),
         ("tpl/filters.j2", vec![], "TypeError: upper() takes 1 positional argument but 2 were given"),
         ("tpl/crlf.j2", vec![], "'a\\nb'"),
@@ -811,7 +1029,9 @@ fn templates_render_like_jinja2() {
         }
     }
     let got = run("template", vec![s("tpl/inst_secret.j2")], vec![], &mut host);
-    if !got.starts_with("Wrapped UnexpectedReference: ") || !got.ends_with("Encountered at secret (= `<inmanta_plugins.std.EnvironmentReference object at <addr>>`).") {
+    if !got.starts_with("Wrapped UnexpectedReference: ")
+        || !got.ends_with("Encountered at secret (= `<inmanta_plugins.std.EnvironmentReference object at <addr>>`).")
+    {
         failures.push(format!("inst_secret: {got}"));
     }
     let got = run("template", vec![s("tpl/bad.j2")], vec![], &mut host);
@@ -821,10 +1041,21 @@ fn templates_render_like_jinja2() {
     // Files.
     for (name, path, expected) in [
         ("source", "tpl/data.txt", "'static file content\\n'".to_string()),
-        ("source", "tpl/missing.txt", format!("Exception: tpl/missing.txt isn't a valid file ({})", module.root.join("files/missing.txt").display())),
+        (
+            "source",
+            "tpl/missing.txt",
+            format!(
+                "Exception: tpl/missing.txt isn't a valid file ({})",
+                module.root.join("files/missing.txt").display()
+            ),
+        ),
         ("source", "nomod/x", "Exception: Module nomod does not exist for path nomod/x".to_string()),
         ("list_files", "tpl/sub", "['a.txt', 'b.txt']".to_string()),
-        ("file", "tpl/data.txt", format!("'imp-module-source:file://{}'", module.root.join("files/data.txt").display())),
+        (
+            "file",
+            "tpl/data.txt",
+            format!("'imp-module-source:file://{}'", module.root.join("files/data.txt").display()),
+        ),
     ] {
         let got = run(name, vec![s(path)], vec![], &mut host);
         if got != expected {
@@ -833,7 +1064,10 @@ fn templates_render_like_jinja2() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     // Filters with the right arity work.
-    let module2 = TempModule::new(&[("templates/f.j2", "{{ 'a,b' | std.split(',') | length }} {{ 3 | std.sequence | std.len }} {{ x | std.at(0) }}")]);
+    let module2 = TempModule::new(&[(
+        "templates/f.j2",
+        "{{ 'a,b' | std.split(',') | length }} {{ 3 | std.sequence | std.len }} {{ x | std.at(0) }}",
+    )]);
     host.module_dirs.insert("tpl2".into(), module2.root.clone());
     host.vars.insert("x".into(), Ok(l(vec![s("first")])));
     assert_eq!(run("template", vec![s("tpl2/f.j2")], vec![], &mut host), "'2 3 first'");

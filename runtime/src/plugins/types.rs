@@ -340,11 +340,7 @@ impl<'a> PyParser<'a> {
                     break;
                 }
             }
-            name
-                .split('.')
-                .all(|part| !part.is_empty())
-                .then_some(PyExpr::Name(name))
-                .unwrap_or(PyExpr::Other)
+            if name.split('.').all(|part| !part.is_empty()) { PyExpr::Name(name) } else { PyExpr::Other }
         } else if c.is_ascii_digit() || c == '-' {
             while self.chars.peek().is_some_and(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '.') {
                 self.chars.next();

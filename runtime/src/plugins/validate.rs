@@ -58,13 +58,21 @@ pub(crate) fn std_typedef(name: &str, value: &Value) -> Option<Result<bool, Flow
             if !matches!(value, Value::Float(_)) {
                 return Some(Ok(false));
             }
-            validate_type(if short == "negative_float" { "pydantic.NegativeFloat" } else { "pydantic.PositiveFloat" }, value, None)
+            validate_type(
+                if short == "negative_float" { "pydantic.NegativeFloat" } else { "pydantic.PositiveFloat" },
+                value,
+                None,
+            )
         }
         "negative_int" | "positive_int" => {
             if !value.is_integral() {
                 return Some(Ok(false));
             }
-            validate_type(if short == "negative_int" { "pydantic.NegativeInt" } else { "pydantic.PositiveInt" }, value, None)
+            validate_type(
+                if short == "negative_int" { "pydantic.NegativeInt" } else { "pydantic.PositiveInt" },
+                value,
+                None,
+            )
         }
         "alfanum" => Ok(is_str && python_match("^[a-zA-Z0-9]*$", value)),
         "printable_ascii" => Ok(is_str && python_match("^[\x20-\x7e]*$", value)),
@@ -96,7 +104,7 @@ pub(crate) fn is_base64(s: &str) -> bool {
     if !padding.iter().all(|&b| b == b'=') {
         return false;
     }
-    if bytes.len() % 4 != 0 {
+    if !bytes.len().is_multiple_of(4) {
         return false;
     }
     match padding.len() {
@@ -278,7 +286,7 @@ fn lax_int(value: &Value) -> Option<BigInt> {
         Value::Bool(b) => Some(BigInt::from(*b as i64)),
         Value::Int(i) => Some(BigInt::from(*i)),
         Value::BigInt(i) => Some((**i).clone()),
-        Value::Float(f) => (f.is_finite() && f.fract() == 0.0).then(|| num_traits::FromPrimitive::from_f64(*f))?,
+        Value::Float(f) => (f.fract() == 0.0 && f.abs() < 9.2e18).then(|| num_traits::FromPrimitive::from_f64(*f))?,
         Value::Str(s) => {
             let t = s.trim();
             let digits = t.strip_prefix(['+', '-']).unwrap_or(t);
@@ -295,7 +303,7 @@ fn lax_int(value: &Value) -> Option<BigInt> {
             }
             // "5.0": an integral float in text.
             let (whole, frac) = digits.split_once('.')?;
-            if valid_digits(whole) && frac.bytes().all(|b| b == b'0') {
+            if valid_digits(whole) && !frac.is_empty() && frac.bytes().all(|b| b == b'0') {
                 let clean: String = whole.chars().filter(|c| *c != '_').collect();
                 let n = BigInt::parse_bytes(clean.as_bytes(), 10)?;
                 return Some(if t.starts_with('-') { -n } else { n });
@@ -316,7 +324,17 @@ fn lax_float(value: &Value) -> Option<f64> {
             if matches!(body, "inf" | "infinity" | "nan") {
                 return lower.parse::<f64>().ok();
             }
-            if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'+' | b'-' | b'_')) {
+            let bytes = t.as_bytes();
+            let underscores_ok = bytes.iter().enumerate().all(|(i, &b)| {
+                b != b'_'
+                    || (i > 0
+                        && bytes[i - 1].is_ascii_digit()
+                        && bytes.get(i + 1).is_some_and(u8::is_ascii_digit))
+            });
+            if t.is_empty()
+                || !underscores_ok
+                || !t.bytes().all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'+' | b'-' | b'_'))
+            {
                 return None;
             }
             t.replace('_', "").parse::<f64>().ok()
@@ -510,7 +528,7 @@ fn days_in_month(year: u32, month: u32) -> u32 {
     match month {
         1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
         4 | 6 | 9 | 11 => 30,
-        _ if (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 => 29,
+        _ if (year.is_multiple_of(4) && !year.is_multiple_of(100)) || year.is_multiple_of(400) => 29,
         _ => 28,
     }
 }
@@ -582,7 +600,10 @@ fn timestamp(value: &Value) -> Option<f64> {
         Value::Str(s) => {
             let t = s.as_bytes();
             let body = t.strip_prefix(b"-").unwrap_or(t);
-            if body.is_empty() || !body.iter().all(|b| b.is_ascii_digit() || *b == b'.') || body.iter().filter(|&&b| b == b'.').count() > 1 {
+            if body.is_empty()
+                || !body.iter().all(|b| b.is_ascii_digit() || *b == b'.')
+                || body.iter().filter(|&&b| b == b'.').count() > 1
+            {
                 return None;
             }
             s.parse::<f64>().ok()?
@@ -612,7 +633,9 @@ fn valid_date(value: &Value) -> bool {
 fn valid_time(value: &Value) -> bool {
     match value {
         Value::Str(s) => parse_time(s.as_bytes()).is_some(),
-        Value::Int(_) | Value::BigInt(_) | Value::Float(_) => value.as_f64().is_some_and(|t| (0.0..86400.0).contains(&t)),
+        Value::Int(_) | Value::BigInt(_) | Value::Float(_) => {
+            value.as_f64().is_some_and(|t| (0.0..86400.0).contains(&t))
+        }
         _ => false,
     }
 }
@@ -637,8 +660,7 @@ fn valid_uuid(s: &str) -> bool {
     let hex = |t: &str| t.bytes().all(|b| b.is_ascii_hexdigit());
     let hyphenated = |t: &str| {
         let groups: Vec<&str> = t.split('-').collect();
-        groups.len() == 5
-            && groups.iter().zip([8, 4, 4, 4, 12]).all(|(g, n)| g.len() == n && hex(g))
+        groups.len() == 5 && groups.iter().zip([8, 4, 4, 4, 12]).all(|(g, n)| g.len() == n && hex(g))
     };
     if s.len() == 32 {
         return hex(s);
@@ -695,15 +717,24 @@ fn valid_email_str(s: &str) -> bool {
 
 /// pydantic's `NameEmail` (and `EmailStr`, which parses the same form).
 fn valid_name_email(s: &str) -> bool {
-    let s = s.trim();
-    if s.len() > 2048 {
+    static PRETTY: std::sync::OnceLock<Option<fancy_regex::Regex>> = std::sync::OnceLock::new();
+    if s.chars().count() > 2048 || s.contains(['\r', '\n']) {
         return false;
     }
-    if let Some(open) = s.find('<') {
-        let Some(inner) = s[open + 1..].strip_suffix('>') else { return false };
-        return valid_email(inner.trim());
+    // pydantic's `pretty_email_regex`: an unquoted name of words or a quoted one, then `<address>`.
+    let pretty = PRETTY.get_or_init(|| {
+        let name_chars = r"[\w.!#$%&'*+\-/=?^_`{|}~]";
+        fancy_regex::Regex::new(&format!(
+            r#"\A\s*(?:((?:{name_chars}+\s+)*{name_chars}+)|"((?:[^"]|\")+)")?\s*<(.+)>\s*\z"#
+        ))
+        .ok()
+    });
+    if let Some(Ok(Some(captures))) = pretty.as_ref().map(|re| re.captures(s))
+        && let Some(address) = captures.get(3)
+    {
+        return valid_email(address.as_str().trim());
     }
-    valid_email(s)
+    valid_email(s.trim())
 }
 
 const SPECIAL_SCHEMES: &[&str] = &["http", "https", "ws", "wss", "ftp", "file"];
@@ -742,8 +773,13 @@ fn valid_url(s: &str, http_only: bool, host_required: bool, max_length: Option<u
         rest.strip_prefix("//")
     };
     let Some(authority) = authority else { return !host_required };
-    let end = authority.find(|c: char| c == '/' || c == '?' || c == '#' || (special && c == '\\')).unwrap_or(authority.len());
+    let end =
+        authority.find(|c: char| c == '/' || c == '?' || c == '#' || (special && c == '\\')).unwrap_or(authority.len());
     let authority = &authority[..end];
+    if scheme == "file" {
+        // A file URL's host has no credentials and no port.
+        return authority.is_empty() || valid_host(authority, true);
+    }
     let host_port = match authority.rfind('@') {
         Some(at) => &authority[at + 1..],
         None => authority,
@@ -789,7 +825,8 @@ fn valid_host(host: &str, special: bool) -> bool {
         while i < bytes.len() {
             if bytes[i] == b'%'
                 && i + 2 < bytes.len()
-                && let Some(b) = std::str::from_utf8(&bytes[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok())
+                && let Some(b) =
+                    std::str::from_utf8(&bytes[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok())
             {
                 out.push(b);
                 i += 3;
