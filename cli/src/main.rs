@@ -35,9 +35,13 @@ enum Command {
 struct CompileArgs {
     #[command(flatten)]
     project: ProjectArgs,
-    /// Print an intermediate form instead of evaluating: `ir` is the lowered program.
+    /// Print an intermediate form instead of evaluating: `ir` is the lowered program (the
+    /// project's namespaces; add `--emit-std` for std's too).
     #[arg(long, value_name = "FORM")]
     emit: Option<Emit>,
+    /// With `--emit`, include the std namespaces.
+    #[arg(long)]
+    emit_std: bool,
     /// Print evaluation statistics on stderr.
     #[arg(long)]
     stats: bool,
@@ -157,7 +161,8 @@ fn compile(args: &CompileArgs) -> Result<ExitCode> {
             let loaded = started.elapsed();
             if args.emit == Some(Emit::Ir) {
                 report(project, &program.sources, &diagnostics, "compile the project")?;
-                print!("{lowered}");
+                let with_std = args.emit_std;
+                print!("{}", lowered.text(&|ns| with_std || !(ns == "std" || ns.starts_with("std::"))));
                 return Ok(ExitCode::SUCCESS);
             }
             let options = weft_runtime::Options { module_dirs: module_dirs(&program), max_iterations: max_iterations() };

@@ -471,18 +471,32 @@ impl fmt::Display for WaitKind {
     }
 }
 
-/// The text form of the IR (`weft compile --emit=ir`).
+/// The text form of the IR, every namespace included.
 impl fmt::Display for Program {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut printer = Printer { program: self, out: String::new() };
-        printer.program();
-        f.write_str(&printer.out)
+        f.write_str(&self.text(&|_| true))
     }
+}
+
+impl Program {
+    /// The text form of the IR (`weft compile --emit=ir`), limited to the definitions and
+    /// blocks of the namespaces `show` accepts (by full name).
+    pub fn text(&self, show: &dyn Fn(&str) -> bool) -> String {
+        let mut printer = Printer { program: self, out: String::new(), show };
+        printer.program();
+        printer.out
+    }
+}
+
+/// The namespace part of a qualified name.
+fn namespace_of(name: &str) -> &str {
+    name.rsplit_once("::").map(|(ns, _)| ns).unwrap_or("")
 }
 
 struct Printer<'p> {
     program: &'p Program,
     out: String,
+    show: &'p dyn Fn(&str) -> bool,
 }
 
 impl<'p> Printer<'p> {
@@ -494,6 +508,9 @@ impl<'p> Printer<'p> {
     fn program(&mut self) {
         let p = self.program;
         for (i, e) in p.entities.iter().enumerate() {
+            if !(self.show)(namespace_of(&e.name)) {
+                continue;
+            }
             let parents: Vec<&str> = e.parents.iter().map(|x| p.entity(*x).name.as_str()).collect();
             let _ = writeln!(self.out, "entity E{i} {} extends [{}]", e.name, parents.join(", "));
             for (name, attr) in &e.slots {
@@ -525,6 +542,9 @@ impl<'p> Printer<'p> {
             }
         }
         for (i, t) in p.typedefs.iter().enumerate() {
+            if !(self.show)(namespace_of(&t.name)) {
+                continue;
+            }
             let c = match &t.constraint {
                 Constraint::Regex(r) => format!("/{r}/"),
                 Constraint::Expr(e) => self.inline(*e),
@@ -536,20 +556,27 @@ impl<'p> Printer<'p> {
             let _ = writeln!(self.out, "typedef T{i} {} as {base} matching {c}", t.name);
         }
         for (i, imp) in p.implementations.iter().enumerate() {
+            if !(self.show)(namespace_of(&imp.name)) {
+                continue;
+            }
             let _ = writeln!(self.out, "implementation I{i} {} body b{}", imp.name, imp.body.0);
         }
-        for ns in &p.namespaces {
+        for ns in p.namespaces.iter().filter(|n| (self.show)(&n.name)) {
             let _ = writeln!(self.out, "namespace {} root b{}", ns.name, ns.root.0);
         }
         for (i, b) in p.blocks.iter().enumerate() {
+            if !(self.show)(&p.namespaces[b.ns.index()].name) {
+                continue;
+            }
             let vars: Vec<&str> = b.variables.iter().map(|s| self.sym(*s)).collect();
             let _ = writeln!(self.out, "\nblock b{i} in {} vars [{}]:", p.namespaces[b.ns.index()].name, vars.join(", "));
             for promise in &b.promises {
                 let _ = writeln!(
                     self.out,
-                    "  promise {}.{}",
-                    self.inline(promise.instance),
-                    self.sym(promise.attribute)
+                    "  eager promise {}.{} (rooted at {})",
+                    self.path_text(promise.instance),
+                    self.sym(promise.attribute),
+                    promise.instance
                 );
             }
             for s in &b.stmts {
@@ -648,8 +675,19 @@ impl<'p> Printer<'p> {
         }
     }
 
+    /// `a.b.c` for a reference chain.
+    fn path_text(&self, id: ExprId) -> String {
+        let p = self.program;
+        match &p.expr(id).kind {
+            ExprKind::Var(VarRef::Name(n)) => self.sym(*n).to_string(),
+            ExprKind::Var(VarRef::Qualified(ns, n)) => format!("{}::{}", p.namespaces[ns.index()].name, self.sym(*n)),
+            ExprKind::Attr { base, name } => format!("{}.{}", self.path_text(*base), self.sym(*name)),
+            _ => id.to_string(),
+        }
+    }
+
     fn inline(&self, id: ExprId) -> String {
-        let mut sub = Printer { program: self.program, out: String::new() };
+        let mut sub = Printer { program: self.program, out: String::new(), show: self.show };
         sub.code(id, &mut Vec::new());
         let lines: Vec<&str> = sub.out.lines().map(str::trim).collect();
         if lines.len() == 1 { lines[0].to_string() } else { format!("{{ {} }}", lines.join("; ")) }
