@@ -13,7 +13,7 @@
 //!    validated against its annotation (`types`), which the reference resolves to a DSL type;
 //! 2. a top-level Unknown argument makes the result Unknown without calling the plugin, unless
 //!    the plugin allows unknowns;
-//! 3. the native implementation runs (`std`, `template`, `validate`);
+//! 3. the native implementation runs (`std_plugins`, `template`, `validate`);
 //! 4. the returned value is validated against the return annotation.
 //!
 //! Error kinds, as the evaluator reports them (see [`PluginError`]):

@@ -903,6 +903,13 @@ fn validate_type_follows_pydantic() {
         ("pydantic.AnyUrl", s("http://x%20y"), None, "False"),
         ("pydantic.AnyHttpUrl", s("ftp://x"), None, "False"),
         ("pydantic.HttpUrl", s("https://example.org/path"), None, "True"),
+        ("pydantic.AnyUrl", s("file://@/x"), None, "False"),
+        ("pydantic.EmailStr", s("Jane < a@example.org>"), None, "True"),
+        ("pydantic.EmailStr", s("J/a]e <a@example.org>"), None, "False"),
+        ("pydantic.EmailStr", s("a@example.org\n"), None, "False"),
+        ("pydantic.conint", s("5."), None, "False"),
+        ("pydantic.conint", Value::Float(1e300), None, "False"),
+        ("pydantic.confloat", s("1__0"), None, "False"),
     ];
     let mut failures = Vec::new();
     for (ty, value, params, expected) in cases {
@@ -974,6 +981,10 @@ fn templates_render_like_jinja2() {
         ),
         ("templates/bad.j2", "{% for x in %}"),
         ("templates/crlf.j2", "a\r\nb"),
+        (
+            "templates/self.j2",
+            "{{ self.name }} {{ self.os.python_cmd | upper }} {{ name.upper() }} {{ ' x '.strip() }} {{ dct.get('zz', 0) }}",
+        ),
         ("files/data.txt", "static file content\n"),
         ("files/sub/b.txt", "b"),
         ("files/sub/a.txt", "a"),
@@ -986,6 +997,7 @@ fn templates_render_like_jinja2() {
         ("names", l(vec![s("b"), s("a"), s("c")])),
         ("ignored", s("not used")),
         ("s", Value::Instance(0)),
+        ("self", Value::Instance(0)),
         ("t", Value::Bool(true)),
         ("n", NULL),
         ("f", Value::Float(2.0)),
@@ -1020,6 +1032,7 @@ fn templates_render_like_jinja2() {
         ("tpl/include.j2", vec![("who", s("w")), ("n", i(1))], "'<w x 1>'"),
         ("tpl/filters.j2", vec![], "TypeError: upper() takes 1 positional argument but 2 were given"),
         ("tpl/crlf.j2", vec![], "'a\\nb'"),
+        ("tpl/self.j2", vec![], "'web PYTHON WEB x 0'"),
     ];
     let mut failures = Vec::new();
     for (path, kwargs, expected) in cases {
@@ -1071,4 +1084,59 @@ fn templates_render_like_jinja2() {
     host.module_dirs.insert("tpl2".into(), module2.root.clone());
     host.vars.insert("x".into(), Ok(l(vec![s("first")])));
     assert_eq!(run("template", vec![s("tpl2/f.j2")], vec![], &mut host), "'2 3 first'");
+}
+
+/// Outcomes recorded from the reference's `validate_type` (see the file's header).
+#[test]
+fn validate_type_matches_recorded_outcomes() {
+    let decode = |text: &str| -> Value {
+        let (tag, body) = text.split_once(':').unwrap();
+        match tag {
+            "s" => {
+                let mut out = String::new();
+                let mut chars = body.chars();
+                while let Some(c) = chars.next() {
+                    if c == '\\' {
+                        match chars.next() {
+                            Some('t') => out.push('\t'),
+                            Some('n') => out.push('\n'),
+                            Some('r') => out.push('\r'),
+                            Some(other) => out.push(other),
+                            None => {}
+                        }
+                    } else {
+                        out.push(c);
+                    }
+                }
+                s(&out)
+            }
+            "i" => Value::int(body.parse().unwrap()),
+            "f" => Value::Float(match body {
+                "nan" => f64::NAN,
+                "inf" => f64::INFINITY,
+                "-inf" => f64::NEG_INFINITY,
+                other => other.parse().unwrap(),
+            }),
+            "b" => Value::Bool(body == "True"),
+            _ => NULL,
+        }
+    };
+    let sig = std_sig("validate_type");
+    let mut host = host();
+    let mut failures = Vec::new();
+    let mut count = 0;
+    for line in include_str!("validate_type.tsv").lines().filter(|l| !l.starts_with('#')) {
+        let [ty, value, params, expected] = line.split('\t').collect::<Vec<_>>()[..] else { panic!("bad line {line}") };
+        let mut args = vec![s(ty), decode(value)];
+        if !params.is_empty() {
+            args.push(super::json::loads(params).unwrap());
+        }
+        let got = run_sig(&sig, args, vec![], &mut host);
+        if got != expected {
+            failures.push(format!("{ty} {value} {params}: got {got}, want {expected}"));
+        }
+        count += 1;
+    }
+    assert!(count > 2000);
+    assert!(failures.is_empty(), "{} of {count} differ:\n{}", failures.len(), failures.join("\n"));
 }

@@ -327,9 +327,7 @@ fn lax_float(value: &Value) -> Option<f64> {
             let bytes = t.as_bytes();
             let underscores_ok = bytes.iter().enumerate().all(|(i, &b)| {
                 b != b'_'
-                    || (i > 0
-                        && bytes[i - 1].is_ascii_digit()
-                        && bytes.get(i + 1).is_some_and(u8::is_ascii_digit))
+                    || (i > 0 && bytes[i - 1].is_ascii_digit() && bytes.get(i + 1).is_some_and(u8::is_ascii_digit))
             });
             if t.is_empty()
                 || !underscores_ok
