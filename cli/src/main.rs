@@ -165,7 +165,8 @@ fn compile(args: &CompileArgs) -> Result<ExitCode> {
                 print!("{}", lowered.text(&|ns| with_std || !(ns == "std" || ns.starts_with("std::"))));
                 return Ok(ExitCode::SUCCESS);
             }
-            let options = weft_runtime::Options { module_dirs: module_dirs(&program), max_iterations: max_iterations() };
+            let options =
+                weft_runtime::Options { module_dirs: module_dirs(&program), max_iterations: max_iterations() };
             let outcome = weft_runtime::evaluate(lowered, &options);
             {
                 let stdout = std::io::stdout();

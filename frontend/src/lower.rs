@@ -27,7 +27,8 @@ pub fn lower(project: &Project<'_>, model: &Model<'_>) -> ir::Program {
     for i in 0..project.interner.len() {
         names.push(project.interner.resolve(Symbol::from_u32(i as u32)).to_string());
     }
-    let mut lowerer = Lowerer { project, model, out: ir::Program::default(), names_by_text: HashMap::new(), ctor_count: 0 };
+    let mut lowerer =
+        Lowerer { project, model, out: ir::Program::default(), names_by_text: HashMap::new(), ctor_count: 0 };
     lowerer.out.names = names;
     lowerer.run();
     lowerer.out
@@ -228,8 +229,7 @@ impl<'p, 'a> Lowerer<'p, 'a> {
     fn block(&mut self, ns: NsId, stmts: &[ast::Stmt<'a>], nested: bool, extra_var: Option<Symbol>) -> BlockId {
         let id = BlockId(self.out.blocks.len() as u32);
         self.out.blocks.push(ir::Block { ns: ir::NsId(ns.0), variables: vec![], stmts: vec![], promises: vec![] });
-        let ordered: Vec<ast::Stmt<'a>> =
-            if nested { stmts.iter().rev().copied().collect() } else { stmts.to_vec() };
+        let ordered: Vec<ast::Stmt<'a>> = if nested { stmts.iter().rev().copied().collect() } else { stmts.to_vec() };
         let mut lowered = Vec::new();
         let mut variables = Vec::new();
         let mut promises: Vec<ir::Promise> = Vec::new();
@@ -271,10 +271,8 @@ impl<'p, 'a> Lowerer<'p, 'a> {
                     let instance = self.expr(ns, base, None);
                     let value = self.expr(ns, assign.value, Some((instance, attr.name)));
                     let extend = assign.op == ast::AssignOp::Extend;
-                    let sid = self.push_stmt(
-                        StmtKind::SetAttr { instance, attribute: attr.name, value, extend },
-                        location,
-                    );
+                    let sid =
+                        self.push_stmt(StmtKind::SetAttr { instance, attribute: attr.name, value, extend }, location);
                     (sid, vec![], vec![ir::Promise { instance, attribute: attr.name, location }])
                 }
                 ast::ExprKind::Name(path) => {
@@ -317,7 +315,12 @@ impl<'p, 'a> Lowerer<'p, 'a> {
             ast::Else::Elif(inner) => {
                 // An `elif` is an else block holding one `if`.
                 let id = BlockId(self.out.blocks.len() as u32);
-                self.out.blocks.push(ir::Block { ns: ir::NsId(ns.0), variables: vec![], stmts: vec![], promises: vec![] });
+                self.out.blocks.push(ir::Block {
+                    ns: ir::NsId(ns.0),
+                    variables: vec![],
+                    stmts: vec![],
+                    promises: vec![],
+                });
                 let (sid, promises) = self.if_stmt(ns, inner);
                 let block = &mut self.out.blocks[id.index()];
                 block.stmts = vec![sid];
@@ -372,9 +375,9 @@ impl<'p, 'a> Lowerer<'p, 'a> {
         let location = self.loc(ns, expr.span);
         let kind = match &expr.kind {
             K::Int(i) => ExprKind::Const(Value::Int(*i)),
-            K::BigInt(text) => ExprKind::Const(
-                text.parse::<num_bigint::BigInt>().map(Value::int).unwrap_or(Value::Null),
-            ),
+            K::BigInt(text) => {
+                ExprKind::Const(text.parse::<num_bigint::BigInt>().map(Value::int).unwrap_or(Value::Null))
+            }
             K::Float(f) => ExprKind::Const(Value::Float(*f)),
             K::Bool(b) => ExprKind::Const(Value::Bool(*b)),
             K::Null => ExprKind::Const(Value::Null),
@@ -607,7 +610,8 @@ impl<'p, 'a> Lowerer<'p, 'a> {
         for (i, f) in fors.iter().enumerate().rev() {
             let iterable = self.expr(ns, f.iterable, None);
             let g = if i == fors.len() - 1 { guard } else { None };
-            current = self.push_expr(ExprKind::ListComp { element: current, var: f.var.name, iterable, guard: g }, location);
+            current =
+                self.push_expr(ExprKind::ListComp { element: current, var: f.var.name, iterable, guard: g }, location);
         }
         current
     }

@@ -273,11 +273,27 @@ pub struct Stmt {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum StmtKind {
     /// `x = value`
-    Assign { var: Symbol, value: ExprId },
+    Assign {
+        var: Symbol,
+        value: ExprId,
+    },
     /// `instance.attribute = value` or `+=` (`extend`).
-    SetAttr { instance: ExprId, attribute: Symbol, value: ExprId, extend: bool },
-    If { cond: ExprId, then: BlockId, otherwise: BlockId },
-    For { var: Symbol, iterable: ExprId, body: BlockId },
+    SetAttr {
+        instance: ExprId,
+        attribute: Symbol,
+        value: ExprId,
+        extend: bool,
+    },
+    If {
+        cond: ExprId,
+        then: BlockId,
+        otherwise: BlockId,
+    },
+    For {
+        var: Symbol,
+        iterable: ExprId,
+        body: BlockId,
+    },
     /// An expression evaluated for its effect (a plugin call, a constructor).
     Expr(ExprId),
 }
@@ -347,33 +363,82 @@ pub enum ExprKind {
     Const(Value),
     Var(VarRef),
     /// `base.name`
-    Attr { base: ExprId, name: Symbol },
+    Attr {
+        base: ExprId,
+        name: Symbol,
+    },
     /// `map[key]`
-    Subscript { map: ExprId, key: ExprId },
+    Subscript {
+        map: ExprId,
+        key: ExprId,
+    },
     Not(ExprId),
-    Binary { op: BinOp, lhs: ExprId, rhs: ExprId },
+    Binary {
+        op: BinOp,
+        lhs: ExprId,
+        rhs: ExprId,
+    },
     /// Lazy: the right side is emitted only when the left side does not decide.
-    And { lhs: ExprId, rhs: ExprId },
-    Or { lhs: ExprId, rhs: ExprId },
+    And {
+        lhs: ExprId,
+        rhs: ExprId,
+    },
+    Or {
+        lhs: ExprId,
+        rhs: ExprId,
+    },
     /// `cond ? then : otherwise`; only the chosen branch is emitted.
-    Cond { cond: ExprId, then: ExprId, otherwise: ExprId },
+    Cond {
+        cond: ExprId,
+        then: ExprId,
+        otherwise: ExprId,
+    },
     /// A list literal; list values among the items are spliced in.
     List(Vec<ExprId>),
     Dict(Vec<(Arc<str>, ExprId)>),
     /// `"...{{ a.b }}..."`: each part is the reference and the text it replaces.
-    Format { template: Arc<str>, parts: Vec<(ExprId, Arc<str>)> },
+    Format {
+        template: Arc<str>,
+        parts: Vec<(ExprId, Arc<str>)>,
+    },
     /// `f"..."`: each field is the reference and its key in the template.
-    FString { template: Arc<str>, fields: Vec<(ExprId, Arc<str>)> },
-    Call { callee: Callee, name: Arc<str>, args: Vec<ExprId>, kwargs: Vec<(Symbol, ExprId)>, splats: Vec<ExprId> },
+    FString {
+        template: Arc<str>,
+        fields: Vec<(ExprId, Arc<str>)>,
+    },
+    Call {
+        callee: Callee,
+        name: Arc<str>,
+        args: Vec<ExprId>,
+        kwargs: Vec<(Symbol, ExprId)>,
+        splats: Vec<ExprId>,
+    },
     Construct(CtorId),
     /// `Entity[k=v, **d]`
-    IndexLookup { entity: EntityId, query: Vec<(Symbol, ExprId)>, splats: Vec<ExprId> },
+    IndexLookup {
+        entity: EntityId,
+        query: Vec<(Symbol, ExprId)>,
+        splats: Vec<ExprId>,
+    },
     /// `base.relation[k=v]`
-    SelectorLookup { base: ExprId, relation: Symbol, query: Vec<(Symbol, ExprId)>, splats: Vec<ExprId> },
+    SelectorLookup {
+        base: ExprId,
+        relation: Symbol,
+        query: Vec<(Symbol, ExprId)>,
+        splats: Vec<ExprId>,
+    },
     /// `[element for var in iterable if guard]`; several `for`s nest, the first outermost.
-    ListComp { element: ExprId, var: Symbol, iterable: ExprId, guard: Option<ExprId> },
+    ListComp {
+        element: ExprId,
+        var: Symbol,
+        iterable: ExprId,
+        guard: Option<ExprId>,
+    },
     /// `name is defined` or `base.name is defined`.
-    IsDefined { base: Option<ExprId>, name: Symbol },
+    IsDefined {
+        base: Option<ExprId>,
+        name: Symbol,
+    },
 }
 
 /// A constructor call, with the reference's split of attributes into *direct* ones (index
@@ -442,9 +507,10 @@ impl Program {
     /// The wait kind of an instruction when it is read by a plain (non-gradual) consumer.
     pub fn wait_of(&self, id: ExprId) -> Option<WaitKind> {
         match self.expr(id).kind {
-            ExprKind::Var(_) | ExprKind::Call { .. } | ExprKind::IndexLookup { .. } | ExprKind::SelectorLookup { .. } => {
-                Some(WaitKind::Value)
-            }
+            ExprKind::Var(_)
+            | ExprKind::Call { .. }
+            | ExprKind::IndexLookup { .. }
+            | ExprKind::SelectorLookup { .. } => Some(WaitKind::Value),
             ExprKind::Attr { .. } | ExprKind::ListComp { .. } => Some(WaitKind::Frozen),
             ExprKind::IsDefined { .. } => Some(WaitKind::Gradual),
             ExprKind::And { .. } | ExprKind::Or { .. } | ExprKind::Cond { .. } => Some(WaitKind::Value),
@@ -569,7 +635,8 @@ impl<'p> Printer<'p> {
                 continue;
             }
             let vars: Vec<&str> = b.variables.iter().map(|s| self.sym(*s)).collect();
-            let _ = writeln!(self.out, "\nblock b{i} in {} vars [{}]:", p.namespaces[b.ns.index()].name, vars.join(", "));
+            let _ =
+                writeln!(self.out, "\nblock b{i} in {} vars [{}]:", p.namespaces[b.ns.index()].name, vars.join(", "));
             for promise in &b.promises {
                 let _ = writeln!(
                     self.out,
@@ -634,8 +701,12 @@ impl<'p> Printer<'p> {
                 "dict {{{}}}",
                 entries.iter().map(|(k, v)| format!("{k:?}: {v}")).collect::<Vec<_>>().join(", ")
             ),
-            ExprKind::Format { template, parts } => format!("format {template:?} with [{}]", list(&parts.iter().map(|p| p.0).collect::<Vec<_>>())),
-            ExprKind::FString { template, fields } => format!("fstring {template:?} with [{}]", list(&fields.iter().map(|p| p.0).collect::<Vec<_>>())),
+            ExprKind::Format { template, parts } => {
+                format!("format {template:?} with [{}]", list(&parts.iter().map(|p| p.0).collect::<Vec<_>>()))
+            }
+            ExprKind::FString { template, fields } => {
+                format!("fstring {template:?} with [{}]", list(&fields.iter().map(|p| p.0).collect::<Vec<_>>()))
+            }
             ExprKind::Call { name, args, kwargs, splats, .. } => {
                 let mut parts = vec![list(args)];
                 if !kwargs.is_empty() {
@@ -658,7 +729,12 @@ impl<'p> Printer<'p> {
                 )
             }
             ExprKind::IndexLookup { entity, query: q, splats } => {
-                format!("lookup {}[{}]{}", p.entity(*entity).name, query(q), if splats.is_empty() { String::new() } else { format!(" **[{}]", list(splats)) })
+                format!(
+                    "lookup {}[{}]{}",
+                    p.entity(*entity).name,
+                    query(q),
+                    if splats.is_empty() { String::new() } else { format!(" **[{}]", list(splats)) }
+                )
             }
             ExprKind::SelectorLookup { base, relation, query: q, .. } => {
                 format!("lookup {base}.{}[{}]", self.sym(*relation), query(q))

@@ -53,7 +53,8 @@ pub fn evaluate(program: Arc<Program>, options: &Options) -> Outcome {
     let host = RuntimeHost { prints: Vec::new(), module_dirs: options.module_dirs.clone() };
     let mut machine = Machine::new(program.clone(), Box::new(host));
     let result = scheduler::run(&mut machine, options.max_iterations.unwrap_or(MAX_ITERATIONS));
-    let mut outcome = Outcome { instances: machine.instances.len(), tables: machine.table_sizes(), ..Outcome::default() };
+    let mut outcome =
+        Outcome { instances: machine.instances.len(), tables: machine.table_sizes(), ..Outcome::default() };
     match result {
         Ok(iterations) => outcome.iterations = iterations,
         Err(errors) => outcome.errors = errors.into_iter().map(|e| to_diagnostic(&program, e)).collect(),
@@ -198,11 +199,10 @@ fn bridge_value(machine: &mut Machine, v: Value) -> Result<python::BridgeValue, 
     let Value::Instance(inst) = v else { return Ok(python::BridgeValue::Plain(v)) };
     let program = machine.program.clone();
     let entity = machine.instances[inst as usize].entity;
-    let is_dataclass = program
-        .entities
-        .iter()
-        .enumerate()
-        .any(|(i, e)| e.name == "std::Dataclass" && program.is_subclass(entity, weft_ir::program::EntityId(i as u32)));
+    let is_dataclass =
+        program.entities.iter().enumerate().any(|(i, e)| {
+            e.name == "std::Dataclass" && program.is_subclass(entity, weft_ir::program::EntityId(i as u32))
+        });
     let full = &program.entity(entity).name;
     if !is_dataclass {
         return Err(PluginFailure::Error(EvalError::new(
@@ -276,9 +276,11 @@ impl plugins::PluginHost for Adapter<'_> {
     fn is_instance_of(&self, instance: u32, entity: &str) -> bool {
         let program = &self.machine.program;
         let own = self.machine.instances[instance as usize].entity;
-        program.entities.iter().enumerate().any(|(i, e)| {
-            e.name == entity && program.is_subclass(own, weft_ir::program::EntityId(i as u32))
-        })
+        program
+            .entities
+            .iter()
+            .enumerate()
+            .any(|(i, e)| e.name == entity && program.is_subclass(own, weft_ir::program::EntityId(i as u32)))
     }
 
     fn instance_display(&self, instance: u32) -> String {

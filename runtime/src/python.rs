@@ -182,9 +182,7 @@ fn plain_to_json(v: &Value) -> Json {
         Value::Float(f) => json!(f),
         Value::Str(s) => Json::String(s.to_string()),
         Value::List(items) => Json::Array(items.iter().map(plain_to_json).collect()),
-        Value::Dict(entries) => {
-            Json::Object(entries.iter().map(|(k, v)| (k.to_string(), plain_to_json(v))).collect())
-        }
+        Value::Dict(entries) => Json::Object(entries.iter().map(|(k, v)| (k.to_string(), plain_to_json(v))).collect()),
     }
 }
 

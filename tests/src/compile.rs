@@ -29,8 +29,7 @@ pub fn compile(dir: &Path) -> Outcome {
             let lowered = Arc::new(weft_frontend::lower::lower(&program, &checked.model));
             let module_dirs =
                 program.modules.iter().filter_map(|m| m.root().map(|r| (m.name.clone(), r.to_path_buf()))).collect();
-            let outcome =
-                weft_runtime::evaluate(lowered, &weft_runtime::Options { module_dirs, max_iterations: None });
+            let outcome = weft_runtime::evaluate(lowered, &weft_runtime::Options { module_dirs, max_iterations: None });
             prints = outcome.prints;
             diagnostics.extend(outcome.errors.into_iter().take(1));
         }

@@ -1,4 +1,4 @@
 //! Shared helpers for the end-to-end suites.
 
-pub mod parser;
 pub mod compile;
+pub mod parser;

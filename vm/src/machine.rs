@@ -269,7 +269,14 @@ enum Body {
     /// An index lookup once the query is known.
     Lookup { expr: ExprId, scope: ScopeId, target: CellId },
     /// `VariableReferenceHook`: resolve `base.name` and hand the cell to a resumer.
-    Hook { base: Option<ExprId>, name: Symbol, scope: ScopeId, resumer: Resumer, propagate_unset: bool, location: Location },
+    Hook {
+        base: Option<ExprId>,
+        name: Symbol,
+        scope: ScopeId,
+        resumer: Resumer,
+        propagate_unset: bool,
+        location: Location,
+    },
     /// `is defined` waiting for the variable to be ready.
     IsDefinedWait { cell: CellId, target: CellId, location: Location },
     /// A conditional expression: first the condition, then the chosen branch.
@@ -279,7 +286,7 @@ enum Body {
     /// All elements of a comprehension are computed.
     CompFinal { helper: u32 },
     /// A plugin call or cast (`FunctionUnit`).
-    Call { expr: ExprId, scope: ScopeId, result: CellId, args: Option<(Vec<Value>, Vec<(String, Value)>)> },
+    Call { expr: ExprId, scope: ScopeId, result: CellId, args: Option<Arguments> },
 }
 
 /// What a conditional task decides on: a `?:` expression, or a comprehension element's guard
@@ -290,13 +297,23 @@ enum CondSrc {
     Guard { helper: u32, unknown: bool },
 }
 
+/// Evaluated plugin arguments, kept when a call is retried.
+type Arguments = (Vec<Value>, Vec<(String, Value)>);
+
 #[derive(Clone, Copy)]
 enum Exec {
     Expr(ExprId),
     /// A comprehension element: its value, or the result of its guard task.
-    CompElement { helper: u32, unknown: bool, guarded: bool },
+    CompElement {
+        helper: u32,
+        unknown: bool,
+        guarded: bool,
+    },
     Stmt(StmtId),
-    SubCtor { instance: InstanceId, index: u32 },
+    SubCtor {
+        instance: InstanceId,
+        index: u32,
+    },
 }
 
 #[derive(Clone, Copy)]
@@ -322,11 +339,23 @@ pub struct Waiter {
 
 /// Gradual listeners (`ResultCollector`s).
 enum Collector {
-    For { stmt: StmtId, scope: ScopeId, seen: HashSet<IdentityKey> },
+    For {
+        stmt: StmtId,
+        scope: ScopeId,
+        seen: HashSet<IdentityKey>,
+    },
     /// A list cell receiving elements (`ListLiteral` or a relation).
     Cell(CellId),
-    SetAttr { instance: InstanceId, attr: Symbol, next: CellId, location: Location },
-    IsDefined { target: CellId, location: Location },
+    SetAttr {
+        instance: InstanceId,
+        attr: Symbol,
+        next: CellId,
+        location: Location,
+    },
+    IsDefined {
+        target: CellId,
+        location: Location,
+    },
     Comp(u32),
 }
 
@@ -721,7 +750,9 @@ impl Machine {
         match self.waiters[waiter as usize].body.as_ref()? {
             Body::Exec { what: Exec::Expr(e), .. } => Some(p.expr(*e).location),
             Body::Exec { what: Exec::Stmt(s), .. } | Body::SetAttr { stmt: s, .. } => Some(p.stmt(*s).location),
-            Body::Lazy { expr, .. } | Body::Lookup { expr, .. } | Body::Call { expr, .. } => Some(p.expr(*expr).location),
+            Body::Lazy { expr, .. } | Body::Lookup { expr, .. } | Body::Call { expr, .. } => {
+                Some(p.expr(*expr).location)
+            }
             Body::Hook { location, .. } | Body::IsDefinedWait { location, .. } => Some(*location),
             _ => None,
         }
@@ -1090,10 +1121,10 @@ impl Machine {
                     if recur {
                         self.set_inverse(cell, &value, location)?;
                     }
-                    if let Some((_, Some(high))) = self.relation_bounds(cell) {
-                        if self.cells[cell as usize].x().items.len() as i64 >= high {
-                            self.freeze(cell);
-                        }
+                    if let Some((_, Some(high))) = self.relation_bounds(cell)
+                        && self.cells[cell as usize].x().items.len() as i64 >= high
+                    {
+                        self.freeze(cell);
                     }
                 }
                 if self.can_get(cell) {
@@ -1109,17 +1140,16 @@ impl Machine {
     }
 
     fn list_frozen_error(&self, cell: CellId, value: &Value, location: Location) -> EvalError {
-        if let Some((inst, attr)) = self.cells[cell as usize].owner {
-            if let Some((_, Some(high))) = self.relation_bounds(cell) {
-                if self.cells[cell as usize].x().items.len() as i64 == high {
-                    return rt(format!(
-                        "Exceeded relation arity on attribute '{}' of instance '{}'",
-                        self.program.name(self.program.attribute(attr).name),
-                        self.instance_display(inst)
-                    ))
-                    .at(location);
-                }
-            }
+        if let Some((inst, attr)) = self.cells[cell as usize].owner
+            && let Some((_, Some(high))) = self.relation_bounds(cell)
+            && self.cells[cell as usize].x().items.len() as i64 == high
+        {
+            return rt(format!(
+                "Exceeded relation arity on attribute '{}' of instance '{}'",
+                self.program.name(self.program.attribute(attr).name),
+                self.instance_display(inst)
+            ))
+            .at(location);
         }
         self.modified_after_freeze(cell, value, location)
     }
@@ -1135,7 +1165,8 @@ impl Machine {
             ),
             None => String::new(),
         };
-        EvalError::new(ErrorKind::ModifiedAfterFreezeException, format!("List modified after freeze.{what}")).at(location)
+        EvalError::new(ErrorKind::ModifiedAfterFreezeException, format!("List modified after freeze.{what}"))
+            .at(location)
     }
 
     fn double_set(&self, cell: CellId, old: &Value, new: &Value, location: Location) -> EvalError {
@@ -1163,7 +1194,14 @@ impl Machine {
     }
 
     /// `instance.set_attribute`: failures are wrapped in an `AttributeException`.
-    fn set_attribute(&mut self, inst: InstanceId, name: Symbol, value: Value, location: Location, recur: bool) -> R<()> {
+    fn set_attribute(
+        &mut self,
+        inst: InstanceId,
+        name: Symbol,
+        value: Value,
+        location: Location,
+        recur: bool,
+    ) -> R<()> {
         let Some(cell) = self.slot(inst, name) else {
             return Err(EvalError::new(
                 ErrorKind::NotFoundException,
@@ -1182,7 +1220,13 @@ impl Machine {
 
     /// Wraps a failure to set an attribute. The reference locates the wrapper at the statement
     /// that assigned (`location`), or at the instance when the instance itself raised it.
-    fn attribute_error(&self, inst: InstanceId, name: Symbol, cause: EvalError, location: Option<Location>) -> EvalError {
+    fn attribute_error(
+        &self,
+        inst: InstanceId,
+        name: Symbol,
+        cause: EvalError,
+        location: Option<Location>,
+    ) -> EvalError {
         let message = format!(
             "Could not set attribute `{}` on instance `{}`",
             self.program.name(name),
@@ -1404,7 +1448,12 @@ impl Machine {
                 let v = sub(self, *a)?;
                 match v {
                     Value::Bool(b) => Value::Bool(!b),
-                    other => return Err(rt(format!("Invalid value `{}`: `not` expects a boolean", self.display_value(&other)))),
+                    other => {
+                        return Err(rt(format!(
+                            "Invalid value `{}`: `not` expects a boolean",
+                            self.display_value(&other)
+                        )));
+                    }
                 }
             }
             ExprKind::Binary { op, lhs, rhs } => {
@@ -1416,13 +1465,13 @@ impl Machine {
                 let is_and = matches!(e.kind, ExprKind::And { .. });
                 let a = sub(self, *lhs)?;
                 let Value::Bool(av) = a else {
-                    return Err(rt(format!("Invalid left hand value `{}`: `{}` expects a boolean", self.display_value(&a), if is_and { "and" } else { "or" })));
+                    return Err(rt(format!(
+                        "Invalid left hand value `{}`: `{}` expects a boolean",
+                        self.display_value(&a),
+                        if is_and { "and" } else { "or" }
+                    )));
                 };
-                if av != is_and {
-                    Value::Bool(av)
-                } else {
-                    sub(self, *rhs)?
-                }
+                if av != is_and { Value::Bool(av) } else { sub(self, *rhs)? }
             }
             ExprKind::List(items) => {
                 let mut out = Vec::new();
@@ -1444,7 +1493,12 @@ impl Machine {
             ExprKind::Cond { cond, then, otherwise } => match sub(self, *cond)? {
                 Value::Bool(true) => sub(self, *then)?,
                 Value::Bool(false) => sub(self, *otherwise)?,
-                other => return Err(rt(format!("Invalid value `{}`: the condition for a conditional expression must be a boolean expression", self.display_value(&other)))),
+                other => {
+                    return Err(rt(format!(
+                        "Invalid value `{}`: the condition for a conditional expression must be a boolean expression",
+                        self.display_value(&other)
+                    )));
+                }
             },
             ExprKind::Subscript { map, key } => {
                 let m = sub(self, *map)?;
@@ -1536,13 +1590,15 @@ impl Machine {
 
     fn ns_lookup(&self, ns: NsId, sym: Symbol, name: VarRef) -> R<CellId> {
         let scope = self.ns_scopes[ns.index()];
-        if let Scope::Block { slots, .. } = &self.scopes[scope as usize] {
-            if let Some((_, c)) = slots.iter().find(|(n, _)| *n == sym) {
-                return Ok(*c);
-            }
+        if let Scope::Block { slots, .. } = &self.scopes[scope as usize]
+            && let Some((_, c)) = slots.iter().find(|(n, _)| *n == sym)
+        {
+            return Ok(*c);
         }
         let text = match name {
-            VarRef::Qualified(ns, s) => format!("{}::{}", self.program.namespaces[ns.index()].name, self.program.name(s)),
+            VarRef::Qualified(ns, s) => {
+                format!("{}::{}", self.program.namespaces[ns.index()].name, self.program.name(s))
+            }
             VarRef::Name(s) => self.program.name(s).to_string(),
         };
         Err(EvalError::new(ErrorKind::NotFoundException, format!("variable {text} not found")))
@@ -1563,15 +1619,15 @@ impl Machine {
 
     /// For plugins: an instance attribute, or the cell to wait for.
     pub fn attribute_value(&mut self, inst: InstanceId, name: &str) -> R<Value> {
-        let Some(cell) = self.instances[inst as usize]
-            .slots
-            .iter()
-            .find(|(n, _)| self.program.name(*n) == name)
-            .map(|s| s.1)
+        let Some(cell) =
+            self.instances[inst as usize].slots.iter().find(|(n, _)| self.program.name(*n) == name).map(|s| s.1)
         else {
             return Err(EvalError::new(
                 ErrorKind::NotFoundException,
-                format!("could not find attribute with name: {name} in type {}", self.program.entity(self.instances[inst as usize].entity).name),
+                format!(
+                    "could not find attribute with name: {name} in type {}",
+                    self.program.entity(self.instances[inst as usize].entity).name
+                ),
             ));
         };
         if !self.is_ready(cell) {
@@ -1654,9 +1710,7 @@ impl Machine {
             for promise in &p.block(*b).promises {
                 let id = self.eager.len() as u32;
                 self.eager.push(EagerPromise { promise: None, fulfilled: false });
-                let base = match p.expr(promise.instance).kind {
-                    _ => Some(promise.instance),
-                };
+                let base = Some(promise.instance);
                 self.schedule_hook(base, promise.attribute, scope, Resumer::Eager(id), true, promise.location)?;
                 ids.push(id);
             }
@@ -1664,7 +1718,8 @@ impl Machine {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let cell = self.plain_with(Value::List(Arc::from(ids.iter().map(|&i| Value::Int(i as i64)).collect::<Vec<_>>())), None);
+        let cell = self
+            .plain_with(Value::List(Arc::from(ids.iter().map(|&i| Value::Int(i as i64)).collect::<Vec<_>>())), None);
         Ok(vec![(Key::Promises, cell)])
     }
 
@@ -1717,10 +1772,10 @@ impl Machine {
 
     fn resolve_proxy(&self, cell: CellId) -> CellId {
         let c = &self.cells[cell as usize];
-        if c.kind == CellKind::Proxy {
-            if let Some(t) = c.x().target {
-                return self.resolve_proxy(t);
-            }
+        if c.kind == CellKind::Proxy
+            && let Some(t) = c.x().target
+        {
+            return self.resolve_proxy(t);
         }
         cell
     }
@@ -1907,7 +1962,10 @@ impl Machine {
             ExprKind::Cond { cond, .. } => {
                 let result = self.new_cell(CellKind::Plain);
                 let sub = self.requires(*cond, scope)?;
-                self.spawn(sub, Body::Cond { src: CondSrc::Expr(expr), scope, result, lhs: Some(collector), chosen: None });
+                self.spawn(
+                    sub,
+                    Body::Cond { src: CondSrc::Expr(expr), scope, result, lhs: Some(collector), chosen: None },
+                );
                 Ok(vec![(Key::Expr(expr), result)])
             }
             ExprKind::ListComp { .. } => {
@@ -1971,26 +2029,32 @@ impl Machine {
             (Some(g), _, _) => {
                 let cond_result = self.new_cell(CellKind::Plain);
                 let sub = self.requires(g, value_scope)?;
-                self.spawn(sub, Body::Cond {
-                    src: CondSrc::Guard { helper, unknown },
-                    scope: value_scope,
-                    result: cond_result,
-                    lhs,
-                    chosen: None,
-                });
+                self.spawn(
+                    sub,
+                    Body::Cond {
+                        src: CondSrc::Guard { helper, unknown },
+                        scope: value_scope,
+                        result: cond_result,
+                        lhs,
+                        chosen: None,
+                    },
+                );
                 vec![(Key::Extra(1), cond_result)]
             }
             (None, true, _) => Vec::new(),
             (None, false, None) => self.requires(element, value_scope)?,
             (None, false, Some(c)) => self.requires_gradual(element, value_scope, c)?,
         };
-        self.spawn(reqs, Body::Exec {
-            target: result,
-            promise: None,
-            what: Exec::CompElement { helper, unknown, guarded: guard.is_some() },
-            scope: value_scope,
-            attr: None,
-        });
+        self.spawn(
+            reqs,
+            Body::Exec {
+                target: result,
+                promise: None,
+                what: Exec::CompElement { helper, unknown, guarded: guard.is_some() },
+                scope: value_scope,
+                attr: None,
+            },
+        );
         Ok(())
     }
 
@@ -2024,9 +2088,11 @@ impl Machine {
     /// Runs a ready task. `Ok(Some(cell))` asks the scheduler to requeue the task once `cell`
     /// is ready (a plugin read an unset value).
     pub fn execute(&mut self, waiter: WaiterId) -> R<Option<CellId>> {
-        let body = self.waiters[waiter as usize].body.take().expect("a task runs once");
-        let requires = self.waiters[waiter as usize].requires.clone();
-        match self.run_body(&body, &requires) {
+        let mut body = self.waiters[waiter as usize].body.take().expect("a task runs once");
+        let requires = std::mem::take(&mut self.waiters[waiter as usize].requires);
+        let result = self.run_body(&mut body, &requires);
+        self.waiters[waiter as usize].requires = requires;
+        match result {
             Ok(()) => {
                 self.waiters[waiter as usize].done = true;
                 self.waiters[waiter as usize].requires = Vec::new();
@@ -2055,7 +2121,7 @@ impl Machine {
         Ok(out)
     }
 
-    fn run_body(&mut self, body: &Body, requires: &Reqs) -> R<()> {
+    fn run_body(&mut self, body: &mut Body, requires: &Reqs) -> R<()> {
         let p = self.prog();
         match *body {
             Body::Exec { target, promise, what, scope, attr } => {
@@ -2099,7 +2165,9 @@ impl Machine {
                 }
             }
             Body::SetAttr { stmt, scope } => {
-                let StmtKind::SetAttr { instance, attribute, value, extend } = p.stmt(stmt).kind else { unreachable!() };
+                let StmtKind::SetAttr { instance, attribute, value, extend } = p.stmt(stmt).kind else {
+                    unreachable!()
+                };
                 let location = p.stmt(stmt).location;
                 let values = self.values(requires)?;
                 let inst_value = self.eval(instance, &values, scope)?;
@@ -2183,13 +2251,29 @@ impl Machine {
                         };
                         let ent = self.instances[inst as usize].entity;
                         let Some(attr) = p.entity(ent).slots.iter().find(|s| s.0 == *relation).map(|s| s.1) else {
-                            return Err(EvalError::new(ErrorKind::NotFoundException, format!("could not find attribute with name: {} in type {}", p.name(*relation), p.entity(ent).name)).at(location));
+                            return Err(EvalError::new(
+                                ErrorKind::NotFoundException,
+                                format!(
+                                    "could not find attribute with name: {} in type {}",
+                                    p.name(*relation),
+                                    p.entity(ent).name
+                                ),
+                            )
+                            .at(location));
                         };
                         let AttributeKind::Relation(end) = p.attribute(attr).kind else {
-                            return Err(typing(format!("short index lookup is only possible on relations, {} is an attribute", p.name(*relation))).at(location));
+                            return Err(typing(format!(
+                                "short index lookup is only possible on relations, {} is an attribute",
+                                p.name(*relation)
+                            ))
+                            .at(location));
                         };
                         let Some(inverse) = end.inverse else {
-                            return Err(typing(format!("short index lookup is only possible on bi-drectional relations, {} is unidirectional", p.name(*relation))).at(location));
+                            return Err(typing(format!(
+                                "short index lookup is only possible on bi-drectional relations, {} is unidirectional",
+                                p.name(*relation)
+                            ))
+                            .at(location));
                         };
                         let mut params = vec![(p.attribute(inverse).name, Value::Instance(inst))];
                         for (k, v) in query {
@@ -2358,10 +2442,12 @@ impl Machine {
                 let (result, location) = (h.final_result, p.expr(h.expr).location);
                 self.set_cell(result, Value::List(Arc::from(out)), location, true)
             }
-            Body::Call { expr, scope, result, ref args } => {
+            Body::Call { expr, scope, result, ref mut args } => {
                 let location = p.expr(expr).location;
-                let ExprKind::Call { callee, name, args: a, kwargs, splats } = &p.expr(expr).kind else { unreachable!() };
-                let (args, kwargs) = match args {
+                let ExprKind::Call { callee, name, args: a, kwargs, splats } = &p.expr(expr).kind else {
+                    unreachable!()
+                };
+                let (args_v, kwargs_v) = match args.as_ref() {
                     Some(x) => x.clone(),
                     None => {
                         let values = self.values(requires)?;
@@ -2377,7 +2463,9 @@ impl Machine {
                             for (k, v) in self.splat(*s, &values, scope)? {
                                 let k = self.sym_name(k).to_string();
                                 if kw.iter().any(|(x, _)| *x == k) {
-                                    return Err(rt(format!("Keyword argument {k} repeated in function call")).at(location));
+                                    return Err(
+                                        rt(format!("Keyword argument {k} repeated in function call")).at(location)
+                                    );
                                 }
                                 kw.push((k, v));
                             }
@@ -2385,6 +2473,10 @@ impl Machine {
                         (pos, kw)
                     }
                 };
+                // Kept for a retry when the plugin reads an unset value, so the arguments are
+                // evaluated once, as the reference's FunctionUnit does.
+                *args = Some((args_v.clone(), kwargs_v.clone()));
+                let (args, kwargs) = (args_v, kwargs_v);
                 let value = match callee {
                     Callee::Cast(prim) => {
                         if !kwargs.is_empty() {
@@ -2439,7 +2531,9 @@ impl Machine {
     fn splat(&mut self, expr: ExprId, values: &Values, scope: ScopeId) -> R<Vec<(Symbol, Value)>> {
         let v = self.eval(expr, values, scope)?;
         let Value::Dict(entries) = v else {
-            return Err(typing("The ** operator can only be applied to dictionaries").at(self.program.expr(expr).location));
+            return Err(
+                typing("The ** operator can only be applied to dictionaries").at(self.program.expr(expr).location)
+            );
         };
         let mut out = Vec::new();
         for (k, v) in entries.iter() {
@@ -2480,13 +2574,16 @@ impl Machine {
         } else {
             self.requires(value, scope)?
         };
-        self.spawn(reqs, Body::Exec {
-            target: cell,
-            promise,
-            what: Exec::Expr(value),
-            scope,
-            attr: Some(AttrCtx { instance: inst, attr: attribute, location }),
-        });
+        self.spawn(
+            reqs,
+            Body::Exec {
+                target: cell,
+                promise,
+                what: Exec::Expr(value),
+                scope,
+                attr: Some(AttrCtx { instance: inst, attr: attribute, location }),
+            },
+        );
         Ok(())
     }
 
@@ -2532,7 +2629,9 @@ impl Machine {
                         }
                         _ => format!(" Hint: '{}' is not a list.", self.display_value(&v)),
                     };
-                    return Err(typing(format!("A for loop can only be applied to lists and relations.{hint}")).at(location));
+                    return Err(
+                        typing(format!("A for loop can only be applied to lists and relations.{hint}")).at(location)
+                    );
                 }
                 Ok(())
             }
@@ -2629,8 +2728,11 @@ impl Machine {
                         .at(location));
                     }
                     other => {
-                        return Err(rt(format!("Invalid value `{}`: `not` expects a boolean", self.display_value(&other)))
-                            .at(location));
+                        return Err(rt(format!(
+                            "Invalid value `{}`: `not` expects a boolean",
+                            self.display_value(&other)
+                        ))
+                        .at(location));
                     }
                 }
             }
@@ -2692,7 +2794,10 @@ impl Machine {
                     if let Value::Reference(_) = v {
                         return Err(EvalError::new(
                             ErrorKind::UnexpectedReference,
-                            format!("Encountered reference in string format for variable `{}`. This is not supported.", key.trim()),
+                            format!(
+                                "Encountered reference in string format for variable `{}`. This is not supported.",
+                                key.trim()
+                            ),
                         )
                         .at(location));
                     }
@@ -2880,19 +2985,18 @@ impl Machine {
             let lhs = self.eval(inst_expr, values, scope)?;
             if let Value::Instance(li) = lhs {
                 let lent = self.instances[li as usize].entity;
-                if let Some(attr) = p.entity(lent).slots.iter().find(|s| s.0 == attr_name).map(|s| s.1) {
-                    if let AttributeKind::Relation(end) = p.attribute(attr).kind {
-                        if let Some(inv) = end.inverse {
-                            let inv_attr = p.attribute(inv);
-                            let in_index = p.entity(entity).indexes.iter().any(|ix| ix.contains(&inv_attr.name));
-                            if !ctor.direct.iter().any(|(n, _)| *n == inv_attr.name)
-                                && !late.iter().any(|(n, _)| *n == inv_attr.name)
-                                && in_index
-                                && p.is_subclass(entity, inv_attr.entity)
-                            {
-                                inverse = Some((inv_attr.name, Value::Instance(li)));
-                            }
-                        }
+                if let Some(attr) = p.entity(lent).slots.iter().find(|s| s.0 == attr_name).map(|s| s.1)
+                    && let AttributeKind::Relation(end) = p.attribute(attr).kind
+                    && let Some(inv) = end.inverse
+                {
+                    let inv_attr = p.attribute(inv);
+                    let in_index = p.entity(entity).indexes.iter().any(|ix| ix.contains(&inv_attr.name));
+                    if !ctor.direct.iter().any(|(n, _)| *n == inv_attr.name)
+                        && !late.iter().any(|(n, _)| *n == inv_attr.name)
+                        && in_index
+                        && p.is_subclass(entity, inv_attr.entity)
+                    {
+                        inverse = Some((inv_attr.name, Value::Instance(li)));
                     }
                 }
             }
@@ -2946,8 +3050,11 @@ impl Machine {
                 .collect();
             if let Some(obj) = self.lookup_index(entity, &params, None, location).map_err(|e| e.at(location))? {
                 if self.instances[obj as usize].entity != entity {
-                    return Err(EvalError::new(ErrorKind::DuplicateException, "Type found in index is not an exact match")
-                        .at(location));
+                    return Err(EvalError::new(
+                        ErrorKind::DuplicateException,
+                        "Type found in index is not an exact match",
+                    )
+                    .at(location));
                 }
                 found.push((index.clone(), obj));
             }
@@ -2955,7 +3062,9 @@ impl Machine {
         let inst = if let Some((_, first)) = found.first() {
             let first = *first;
             if found.iter().any(|(_, i)| *i != first) {
-                return Err(EvalError::new(ErrorKind::IndexCollisionException, "Inconsistent indexes detected!\n").at(location));
+                return Err(
+                    EvalError::new(ErrorKind::IndexCollisionException, "Inconsistent indexes detected!\n").at(location)
+                );
             }
             self.instances[first as usize].locations.push(location);
             for (k, v) in &direct {
@@ -2995,13 +3104,10 @@ impl Machine {
             }
         };
         let target = self.sink;
-        self.spawn(reqs, Body::Exec {
-            target,
-            promise: None,
-            what: Exec::SubCtor { instance: inst, index },
-            scope: 0,
-            attr: None,
-        });
+        self.spawn(
+            reqs,
+            Body::Exec { target, promise: None, what: Exec::SubCtor { instance: inst, index }, scope: 0, attr: None },
+        );
         Ok(())
     }
 
@@ -3094,10 +3200,10 @@ impl Machine {
             }
             let key = self.index_key(&params);
             let state = &mut self.entities[entity.index()];
-            if let Some(&other) = state.index.get(&key) {
-                if other != inst {
-                    return Err(EvalError::new(ErrorKind::DuplicateException, format!("Duplicate key in index. {key}")));
-                }
+            if let Some(&other) = state.index.get(&key)
+                && other != inst
+            {
+                return Err(EvalError::new(ErrorKind::DuplicateException, format!("Duplicate key in index. {key}")));
             }
             state.index.insert(key.clone(), inst);
             if let Some(pos) = state.index_queue.iter().position(|(k, _)| *k == key) {
@@ -3135,7 +3241,9 @@ impl Machine {
         if !has_index {
             let shown: Vec<String> = params
                 .iter()
-                .map(|(k, v)| format!("('{}', {})", self.sym_name(*k), v.repr_with("None", &|i| self.instance_display(i))))
+                .map(|(k, v)| {
+                    format!("('{}', {})", self.sym_name(*k), v.repr_with("None", &|i| self.instance_display(i)))
+                })
                 .collect();
             return Err(EvalError::new(
                 ErrorKind::NotFoundException,
@@ -3208,7 +3316,8 @@ fn regex_match(pattern: &str, text: &str) -> bool {
     }
     CACHE.with(|c| {
         let mut c = c.borrow_mut();
-        let re = c.entry(pattern.to_string()).or_insert_with(|| fancy_regex::Regex::new(&format!("^(?:{pattern})")).ok());
+        let re =
+            c.entry(pattern.to_string()).or_insert_with(|| fancy_regex::Regex::new(&format!("^(?:{pattern})")).ok());
         match re {
             Some(re) => re.is_match(text).unwrap_or(false),
             None => false,
@@ -3280,7 +3389,11 @@ mod pyformat {
 
     use weft_ir::value::Value;
 
-    pub fn format(template: &str, kwargs: &[(String, Value)], render: &dyn Fn(&Value) -> String) -> Result<String, String> {
+    pub fn format(
+        template: &str,
+        kwargs: &[(String, Value)],
+        render: &dyn Fn(&Value) -> String,
+    ) -> Result<String, String> {
         let chars: Vec<char> = template.chars().collect();
         let mut out = String::new();
         let mut i = 0;
@@ -3324,7 +3437,11 @@ mod pyformat {
         Ok(out)
     }
 
-    fn field_value(field: &str, kwargs: &[(String, Value)], render: &dyn Fn(&Value) -> String) -> Result<String, String> {
+    fn field_value(
+        field: &str,
+        kwargs: &[(String, Value)],
+        render: &dyn Fn(&Value) -> String,
+    ) -> Result<String, String> {
         let (name_conv, spec) = match split_top(field, ':') {
             Some((a, b)) => (a, Some(b)),
             None => (field, None),
@@ -3334,7 +3451,10 @@ mod pyformat {
             None => (name_conv, None),
         };
         if name.is_empty() {
-            return Err("f-strings do not support positional substitutions via '{}', use variable or attribute keys instead".into());
+            return Err(
+                "f-strings do not support positional substitutions via '{}', use variable or attribute keys instead"
+                    .into(),
+            );
         }
         let value = kwargs
             .iter()
@@ -3429,7 +3549,9 @@ mod pyformat {
                 Some(p) => s.chars().take(p).collect(),
                 None => s.to_string(),
             },
-            (Value::Str(_), Some(_)) => return Err("Invalid f-string: Unknown format code for object of type 'str'".into()),
+            (Value::Str(_), Some(_)) => {
+                return Err("Invalid f-string: Unknown format code for object of type 'str'".into());
+            }
             (_, Some('f' | 'F' | 'e' | 'E' | '%' | 'g' | 'G')) if is_number => {
                 let f = v.as_f64().unwrap_or(0.0);
                 let p = precision.unwrap_or(6);
@@ -3450,10 +3572,16 @@ mod pyformat {
                 Some(p) => format!("{:.*}", p, f),
                 None => render(v),
             },
-            (_, Some(t)) => return Err(format!("Invalid f-string: Unknown format code '{t}' for object of type '{}'", v.type_name())),
+            (_, Some(t)) => {
+                return Err(format!(
+                    "Invalid f-string: Unknown format code '{t}' for object of type '{}'",
+                    v.type_name()
+                ));
+            }
             _ => render(v),
         };
-        let (neg, digits) = if is_number && body.starts_with('-') { (true, body[1..].to_string()) } else { (false, body) };
+        let (neg, digits) =
+            if is_number && body.starts_with('-') { (true, body[1..].to_string()) } else { (false, body) };
         let sign_text = if neg {
             "-"
         } else if is_number && sign == '+' {

@@ -1,0 +1,51 @@
+//! The evaluation stage: `weft compile` of a generated model, end to end (load, check, lower,
+//! evaluate), and evaluation alone on an already lowered program.
+//!
+//! Inputs are `benches/gen_model.py --flavor pure` models: `--hosts 500` (about 9,400 instances)
+//! and `--hosts 5000` (about 93,000 instances), the model the project's goal is stated for.
+//! Throughput is reported in instances per second.
+//!
+//! Run with `cargo bench -p weft-benches --bench eval`.
+
+use std::sync::Arc;
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use weft_benches::{Flavor, Model, generated_model};
+use weft_frontend::project::{LoadOptions, load_project};
+use weft_ir::program::Program;
+
+const HOSTS: [u32; 2] = [500, 5000];
+
+fn lower(model: &Model) -> Program {
+    let arena = bumpalo::Bump::new();
+    let (mut program, diagnostics) = load_project(&arena, &model.dir, &LoadOptions { python_env: None });
+    assert!(!diagnostics.iter().any(|d| d.is_error()), "{}: {diagnostics:?}", model.name);
+    let checked = weft_frontend::check::check(&mut program);
+    assert!(!checked.diagnostics.iter().any(|d| d.is_error()), "{}: {:?}", model.name, checked.diagnostics);
+    weft_frontend::lower::lower(&program, &checked.model)
+}
+
+fn bench_eval(c: &mut Criterion) {
+    let mut group = c.benchmark_group("eval");
+    group.sample_size(10);
+    for hosts in HOSTS {
+        let model = generated_model(hosts, Flavor::Pure);
+        let program = Arc::new(lower(&model));
+        let probe = weft_runtime::evaluate(program.clone(), &weft_runtime::Options::default());
+        assert!(probe.errors.is_empty(), "{}: {:?}", model.name, probe.errors);
+        group.throughput(Throughput::Elements(probe.instances as u64));
+        group.bench_with_input(BenchmarkId::new("compile", &model.name), &model, |b, model| {
+            b.iter(|| {
+                let program = Arc::new(lower(model));
+                weft_runtime::evaluate(program, &weft_runtime::Options::default())
+            })
+        });
+        group.bench_with_input(BenchmarkId::new("evaluate", &model.name), &program, |b, program| {
+            b.iter(|| weft_runtime::evaluate(program.clone(), &weft_runtime::Options::default()))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench_eval);
+criterion_main!(benches);
