@@ -333,7 +333,7 @@ enum Resumer {
 pub struct Waiter {
     waitcount: i64,
     requires: Reqs,
-    body: Option<Body>,
+    body: Option<Box<Body>>,
     pub done: bool,
 }
 
@@ -734,7 +734,7 @@ impl Machine {
 
     fn spawn(&mut self, requires: Reqs, body: Body) -> WaiterId {
         let id = self.waiters.len() as WaiterId;
-        self.waiters.push(Waiter { waitcount: 1, requires: Vec::new(), body: Some(body), done: false });
+        self.waiters.push(Waiter { waitcount: 1, requires: Vec::new(), body: Some(Box::new(body)), done: false });
         self.all_waiters.insert(id);
         for &(_, cell) in &requires {
             self.wait_for(id, cell);
@@ -747,7 +747,7 @@ impl Machine {
     /// Where a pending task's code is, for "not all statements executed".
     pub fn waiter_location(&self, waiter: WaiterId) -> Option<Location> {
         let p = &self.program;
-        match self.waiters[waiter as usize].body.as_ref()? {
+        match self.waiters[waiter as usize].body.as_deref()? {
             Body::Exec { what: Exec::Expr(e), .. } => Some(p.expr(*e).location),
             Body::Exec { what: Exec::Stmt(s), .. } | Body::SetAttr { stmt: s, .. } => Some(p.stmt(*s).location),
             Body::Lazy { expr, .. } | Body::Lookup { expr, .. } | Body::Call { expr, .. } => {
@@ -2099,7 +2099,7 @@ impl Machine {
                 self.all_waiters.remove(waiter);
                 Ok(None)
             }
-            Err(e) if e.unset.is_some() && matches!(body, Body::Call { .. }) => {
+            Err(e) if e.unset.is_some() && matches!(*body, Body::Call { .. }) => {
                 let cell = e.unset.expect("checked");
                 self.waiters[waiter as usize].body = Some(body);
                 let w = &mut self.waiters[waiter as usize];
