@@ -155,7 +155,10 @@ pub struct Cell {
     /// Acquired and fulfilled promises of a delayed cell; `None` once frozen (or for cells
     /// that do not track providers).
     promises: Option<(u32, u32)>,
-    /// What only list cells and proxies need, out of line to keep the common cell small.
+    /// The cell a proxy was connected to.
+    target: Option<CellId>,
+    /// What only list cells and listening proxies need, out of line to keep the common cell
+    /// small.
     ext: Option<Box<CellExt>>,
 }
 
@@ -166,7 +169,6 @@ pub struct CellExt {
     listeners: Option<Vec<CollectorId>>,
     nb_gradual_waiters: i64,
     // Proxies.
-    target: Option<CellId>,
     proxy_listener: Option<(CollectorId, Location)>,
     notify_listener: bool,
 }
@@ -175,7 +177,6 @@ static EMPTY_EXT: CellExt = CellExt {
     items: Vec::new(),
     listeners: None,
     nb_gradual_waiters: 0,
-    target: None,
     proxy_listener: None,
     notify_listener: false,
 };
@@ -211,11 +212,9 @@ impl Cell {
             } else {
                 None
             },
-            ext: if matches!(kind, CellKind::List | CellKind::ListLiteral | CellKind::Proxy) {
-                Some(Box::new(CellExt {
-                    listeners: if kind == CellKind::Proxy { None } else { Some(Vec::new()) },
-                    ..CellExt::default()
-                }))
+            target: None,
+            ext: if matches!(kind, CellKind::List | CellKind::ListLiteral) {
+                Some(Box::new(CellExt { listeners: Some(Vec::new()), ..CellExt::default() }))
             } else {
                 None
             },
@@ -586,7 +585,7 @@ impl Machine {
     pub fn is_ready(&self, cell: CellId) -> bool {
         let c = &self.cells[cell as usize];
         if c.kind == CellKind::Proxy {
-            return c.x().target.is_some_and(|t| self.is_ready(t));
+            return c.target.is_some_and(|t| self.is_ready(t));
         }
         c.has_value
     }
@@ -704,7 +703,7 @@ impl Machine {
     fn register(&mut self, cell: CellId, waiter: WaiterId) {
         let c = &mut self.cells[cell as usize];
         if c.kind == CellKind::Proxy {
-            match c.x().target {
+            match c.target {
                 Some(t) => self.register(t, waiter),
                 None => c.waiters.push(waiter),
             }
@@ -770,7 +769,7 @@ impl Machine {
                     if cell.kind != CellKind::Proxy {
                         return Some(c);
                     }
-                    c = cell.x().target?;
+                    c = cell.target?;
                 }
             })
             .collect()
@@ -786,7 +785,7 @@ impl Machine {
         let kind = self.cells[cell as usize].kind;
         match kind {
             CellKind::Proxy => {
-                let target = self.cells[cell as usize].x().target.ok_or_else(|| rt("proxy not connected"))?;
+                let target = self.cells[cell as usize].target.ok_or_else(|| rt("proxy not connected"))?;
                 let value = self.get_value(target)?;
                 if self.cells[cell as usize].x().notify_listener {
                     let (collector, location) = self.cells[cell as usize].xm().proxy_listener.take().expect("listener");
@@ -840,7 +839,7 @@ impl Machine {
         let c = &self.cells[cell as usize];
         match c.kind {
             CellKind::List | CellKind::ListLiteral => Some(Value::List(Arc::from(c.x().items.clone()))),
-            CellKind::Proxy => c.x().target.and_then(|t| self.peek(t)),
+            CellKind::Proxy => c.target.and_then(|t| self.peek(t)),
             _ => c.value.clone(),
         }
     }
@@ -981,7 +980,7 @@ impl Machine {
     }
 
     fn connect_proxy(&mut self, proxy: CellId, target: CellId) -> R<()> {
-        self.cells[proxy as usize].xm().target = Some(target);
+        self.cells[proxy as usize].target = Some(target);
         if let Some((collector, location)) = self.cells[proxy as usize].x().proxy_listener {
             if self.listen(target, collector, location)? {
                 self.cells[proxy as usize].xm().proxy_listener = None;
@@ -1773,7 +1772,7 @@ impl Machine {
     fn resolve_proxy(&self, cell: CellId) -> CellId {
         let c = &self.cells[cell as usize];
         if c.kind == CellKind::Proxy
-            && let Some(t) = c.x().target
+            && let Some(t) = c.target
         {
             return self.resolve_proxy(t);
         }
