@@ -3078,7 +3078,9 @@ impl Machine {
             self.add_instance(entity, inst).map_err(|e| e.at(location))?;
             inst
         };
-        let self_cell = self.plain_with(Value::Instance(inst), Some(location));
+        // The hidden variable holding the new instance shares the instance's own `self` cell:
+        // both hold the same value and neither is ever set again.
+        let self_cell = self.instances[inst as usize].self_cell;
         let self_scope = self.push_scope(Scope::Var { name: ctor.self_name, cell: self_cell, parent: scope });
         for (name, value) in indirect {
             let Some(cell) = self.slot(inst, name) else { continue };
