@@ -9,6 +9,7 @@
 //! renders nothing; it only describes.
 
 pub mod diagnostic;
+pub mod format_spec;
 pub mod plugin;
 pub mod program;
 pub mod span;

@@ -3388,6 +3388,7 @@ fn cast(p: Primitive, args: &[Value]) -> R<Value> {
 mod pyformat {
     //! Python's `str.format` for f-strings: named fields, conversions and format specs.
 
+    use weft_ir::format_spec;
     use weft_ir::value::Value;
 
     pub fn format(
@@ -3488,135 +3489,14 @@ mod pyformat {
         None
     }
 
+    /// The format spec mini-language is Python's, shared with `std::format`.
     fn apply_spec(v: &Value, spec: &str, render: &dyn Fn(&Value) -> String) -> Result<String, String> {
-        if spec.is_empty() {
-            return Ok(render(v));
-        }
-        // [[fill]align][sign][#][0][width][,][.precision][type]
-        let chars: Vec<char> = spec.chars().collect();
-        let mut i = 0;
-        let mut fill = ' ';
-        let mut align: Option<char> = None;
-        if chars.len() >= 2 && matches!(chars[1], '<' | '>' | '^' | '=') {
-            fill = chars[0];
-            align = Some(chars[1]);
-            i = 2;
-        } else if !chars.is_empty() && matches!(chars[0], '<' | '>' | '^' | '=') {
-            align = Some(chars[0]);
-            i = 1;
-        }
-        let mut sign = '-';
-        if i < chars.len() && matches!(chars[i], '+' | '-' | ' ') {
-            sign = chars[i];
-            i += 1;
-        }
-        if i < chars.len() && chars[i] == '#' {
-            i += 1;
-        }
-        if i < chars.len() && chars[i] == '0' {
-            if align.is_none() {
-                fill = '0';
-                align = Some('=');
+        match format_spec::format_value(v, spec) {
+            Some(result) => result.map_err(|e| format!("Invalid f-string: {}", e.message)),
+            None if spec.is_empty() => Ok(render(v)),
+            None => {
+                Err(format!("Invalid f-string: unsupported format string passed to {}.__format__", v.type_name()))
             }
-            i += 1;
         }
-        let mut width = 0usize;
-        while i < chars.len() && chars[i].is_ascii_digit() {
-            width = width * 10 + chars[i].to_digit(10).unwrap_or(0) as usize;
-            i += 1;
-        }
-        let mut grouping = false;
-        if i < chars.len() && (chars[i] == ',' || chars[i] == '_') {
-            grouping = true;
-            i += 1;
-        }
-        let mut precision: Option<usize> = None;
-        if i < chars.len() && chars[i] == '.' {
-            i += 1;
-            let mut p = 0;
-            while i < chars.len() && chars[i].is_ascii_digit() {
-                p = p * 10 + chars[i].to_digit(10).unwrap_or(0) as usize;
-                i += 1;
-            }
-            precision = Some(p);
-        }
-        let ty = chars.get(i).copied();
-        if i + 1 < chars.len() {
-            return Err("Invalid f-string: Invalid format specifier".into());
-        }
-        let is_number = matches!(v, Value::Int(_) | Value::Float(_) | Value::Bool(_) | Value::BigInt(_));
-        let body = match (v, ty) {
-            (Value::Str(s), None | Some('s')) => match precision {
-                Some(p) => s.chars().take(p).collect(),
-                None => s.to_string(),
-            },
-            (Value::Str(_), Some(_)) => {
-                return Err("Invalid f-string: Unknown format code for object of type 'str'".into());
-            }
-            (_, Some('f' | 'F' | 'e' | 'E' | '%' | 'g' | 'G')) if is_number => {
-                let f = v.as_f64().unwrap_or(0.0);
-                let p = precision.unwrap_or(6);
-                match ty {
-                    Some('%') => format!("{:.*}%", p, f * 100.0),
-                    Some('e') => format!("{:.*e}", p, f),
-                    _ => format!("{:.*}", p, f),
-                }
-            }
-            (Value::Int(_) | Value::BigInt(_) | Value::Bool(_), None | Some('d')) => {
-                let s = match v {
-                    Value::Bool(b) => (*b as i64).to_string(),
-                    other => other.py_repr(),
-                };
-                if grouping { group(&s) } else { s }
-            }
-            (Value::Float(f), None) => match precision {
-                Some(p) => format!("{:.*}", p, f),
-                None => render(v),
-            },
-            (_, Some(t)) => {
-                return Err(format!(
-                    "Invalid f-string: Unknown format code '{t}' for object of type '{}'",
-                    v.type_name()
-                ));
-            }
-            _ => render(v),
-        };
-        let (neg, digits) =
-            if is_number && body.starts_with('-') { (true, body[1..].to_string()) } else { (false, body) };
-        let sign_text = if neg {
-            "-"
-        } else if is_number && sign == '+' {
-            "+"
-        } else if is_number && sign == ' ' {
-            " "
-        } else {
-            ""
-        };
-        let content_len = sign_text.chars().count() + digits.chars().count();
-        let pad = width.saturating_sub(content_len);
-        let default_align = if is_number { '>' } else { '<' };
-        let padding: String = std::iter::repeat_n(fill, pad).collect();
-        Ok(match align.unwrap_or(default_align) {
-            '<' => format!("{sign_text}{digits}{padding}"),
-            '^' => {
-                let left: String = std::iter::repeat_n(fill, pad / 2).collect();
-                let right: String = std::iter::repeat_n(fill, pad - pad / 2).collect();
-                format!("{left}{sign_text}{digits}{right}")
-            }
-            '=' => format!("{sign_text}{padding}{digits}"),
-            _ => format!("{padding}{sign_text}{digits}"),
-        })
-    }
-
-    fn group(s: &str) -> String {
-        let (neg, digits) = if let Some(d) = s.strip_prefix('-') { (true, d) } else { (false, s) };
-        let mut out = String::new();
-        for (i, c) in digits.chars().enumerate() {
-            if i > 0 && (digits.len() - i) % 3 == 0 {
-                out.push(',');
-            }
-            out.push(c);
-        }
-        if neg { format!("-{out}") } else { out }
     }
 }
