@@ -94,7 +94,10 @@ impl<'p, 'a> Lowerer<'p, 'a> {
         for (i, _) in self.model.typedefs.iter().enumerate() {
             let td = &self.model.typedefs[i];
             let constraint = match td.constraint.kind {
-                ast::ExprKind::Regex(r) => Constraint::Regex(Arc::from(r)),
+                ast::ExprKind::Regex(r) => Constraint::Regex {
+                    python: Arc::from(r),
+                    engine: Arc::from(crate::regex::anchored_at_start(&crate::regex::translate_python_regex(r))),
+                },
                 _ => Constraint::Expr(self.expr(td.ns, td.constraint, None)),
             };
             let name = format!("{}::{}", self.model.namespace(td.ns).name, self.sym(td.name));

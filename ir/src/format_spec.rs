@@ -197,10 +197,10 @@ pub fn format_int(i: &BigInt, spec: &str) -> Result<String, FormatError> {
         'x' => (magnitude.to_str_radix(16), "0x"),
         'X' => (magnitude.to_str_radix(16).to_uppercase(), "0X"),
         'c' => {
-            let c = i
-                .to_u32()
-                .and_then(char::from_u32)
-                .ok_or_else(|| FormatError { class: "OverflowError", message: "%c arg not in range(0x110000)".into() })?;
+            let c = i.to_u32().and_then(char::from_u32).ok_or_else(|| FormatError {
+                class: "OverflowError",
+                message: "%c arg not in range(0x110000)".into(),
+            })?;
             return Ok(pad(&c.to_string(), "", &s, '<'));
         }
         other => return Err(FormatError::value(format!("Unknown format code '{other}' for object of type 'int'"))),

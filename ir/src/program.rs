@@ -167,8 +167,10 @@ pub struct Typedef {
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Constraint {
-    /// `matching /regex/`: Python's `re.match`, anchored at the start only.
-    Regex(Arc<str>),
+    /// `matching /regex/`: Python's `re.match`, anchored at the start only. `python` is the
+    /// pattern as written; `engine` the same pattern translated for the regex engine and
+    /// anchored, ready to compile.
+    Regex { python: Arc<str>, engine: Arc<str> },
     /// `matching <expr>`: evaluated directly with only `self` bound.
     Expr(ExprId),
 }
@@ -612,7 +614,7 @@ impl<'p> Printer<'p> {
                 continue;
             }
             let c = match &t.constraint {
-                Constraint::Regex(r) => format!("/{r}/"),
+                Constraint::Regex { python, .. } => format!("/{python}/"),
                 Constraint::Expr(e) => self.inline(*e),
             };
             let base = match t.base {

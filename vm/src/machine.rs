@@ -173,13 +173,8 @@ pub struct CellExt {
     notify_listener: bool,
 }
 
-static EMPTY_EXT: CellExt = CellExt {
-    items: Vec::new(),
-    listeners: None,
-    nb_gradual_waiters: 0,
-    proxy_listener: None,
-    notify_listener: false,
-};
+static EMPTY_EXT: CellExt =
+    CellExt { items: Vec::new(), listeners: None, nb_gradual_waiters: 0, proxy_listener: None, notify_listener: false };
 
 impl Cell {
     fn x(&self) -> &CellExt {
@@ -1356,8 +1351,8 @@ impl Machine {
                 let typedef = &prog.typedefs[td.index()];
                 self.validate_base(typedef.base, value)?;
                 let ok = match &typedef.constraint {
-                    Constraint::Regex(pattern) => match value {
-                        Value::Str(s) => regex_match(pattern, s),
+                    Constraint::Regex { engine, .. } => match value {
+                        Value::Str(s) => regex_match(engine, s),
                         other => {
                             return Err(typing(format!(
                                 "Regex can only be match with strings. {} is of type {}",
@@ -1375,7 +1370,7 @@ impl Machine {
                     Ok(())
                 } else {
                     let constraint = match &typedef.constraint {
-                        Constraint::Regex(p) => format!("/{p}/"),
+                        Constraint::Regex { python, .. } => format!("/{python}/"),
                         Constraint::Expr(_) => "expression".to_string(),
                     };
                     Err(rt(format!(
@@ -3310,15 +3305,15 @@ fn python_type(v: &Value) -> &'static str {
     }
 }
 
-/// Python's `re.match` with a pattern already validated by the frontend.
-fn regex_match(pattern: &str, text: &str) -> bool {
+/// Whether a typedef's pattern matches: `engine` is the pattern as lowering translated and
+/// anchored it (Python's `re.match`), already validated by the frontend.
+fn regex_match(engine: &str, text: &str) -> bool {
     thread_local! {
         static CACHE: std::cell::RefCell<HashMap<String, Option<fancy_regex::Regex>>> = Default::default();
     }
     CACHE.with(|c| {
         let mut c = c.borrow_mut();
-        let re =
-            c.entry(pattern.to_string()).or_insert_with(|| fancy_regex::Regex::new(&format!("^(?:{pattern})")).ok());
+        let re = c.entry(engine.to_string()).or_insert_with(|| fancy_regex::Regex::new(engine).ok());
         match re {
             Some(re) => re.is_match(text).unwrap_or(false),
             None => false,
@@ -3494,9 +3489,7 @@ mod pyformat {
         match format_spec::format_value(v, spec) {
             Some(result) => result.map_err(|e| format!("Invalid f-string: {}", e.message)),
             None if spec.is_empty() => Ok(render(v)),
-            None => {
-                Err(format!("Invalid f-string: unsupported format string passed to {}.__format__", v.type_name()))
-            }
+            None => Err(format!("Invalid f-string: unsupported format string passed to {}.__format__", v.type_name())),
         }
     }
 }

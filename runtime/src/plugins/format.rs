@@ -283,4 +283,3 @@ fn format_obj(obj: &Obj, spec: &str, host: &mut dyn PluginHost) -> Result<String
 fn format_error(e: FormatError) -> Flow {
     Flow::Error(PluginError::external(e.class, e.message))
 }
-
