@@ -45,21 +45,9 @@ struct Lowerer<'p, 'a> {
 /// What a value is assigned to, for the implicit inverse of constructors.
 type LhsCtx = Option<(ExprId, Symbol)>;
 
-fn prim(p: Primitive) -> ir::Primitive {
-    match p {
-        Primitive::String => ir::Primitive::String,
-        Primitive::Int => ir::Primitive::Int,
-        Primitive::Float => ir::Primitive::Float,
-        Primitive::Number => ir::Primitive::Number,
-        Primitive::Bool => ir::Primitive::Bool,
-        Primitive::List => ir::Primitive::List,
-        Primitive::Dict => ir::Primitive::Dict,
-    }
-}
-
 fn base(b: BaseType) -> IrBase {
     match b {
-        BaseType::Primitive(p) => IrBase::Primitive(prim(p)),
+        BaseType::Primitive(p) => IrBase::Primitive(p),
         BaseType::Typedef(t) => IrBase::Typedef(ir::TypedefId(t.0)),
     }
 }
@@ -431,7 +419,7 @@ impl<'p, 'a> Lowerer<'p, 'a> {
             K::Call { func, args } => {
                 let callee = match self.model.resolved.get(&check::expr_key(expr)) {
                     Some(Resolved::Plugin(p)) => Callee::Plugin(ir::PluginId(p.0)),
-                    Some(Resolved::Cast(p)) => Callee::Cast(prim(*p)),
+                    Some(Resolved::Cast(p)) => Callee::Cast(*p),
                     _ => Callee::Cast(ir::Primitive::String),
                 };
                 let name: Vec<&str> = func.parts.iter().map(|i| self.sym(i.name)).collect();

@@ -27,6 +27,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::diagnostic::ErrorKind;
 use crate::plugin::PluginSignature;
 use crate::span::Location;
 use crate::symbol::Symbol;
@@ -129,6 +130,42 @@ pub enum Primitive {
 }
 
 impl Primitive {
+    pub fn from_name(name: &str) -> Option<Primitive> {
+        Some(match name {
+            "string" => Primitive::String,
+            "int" => Primitive::Int,
+            "float" => Primitive::Float,
+            "number" => Primitive::Number,
+            "bool" => Primitive::Bool,
+            "list" => Primitive::List,
+            "dict" => Primitive::Dict,
+            _ => return None,
+        })
+    }
+
+    /// Whether a value has this type at the top level. The elements of a `list` or `dict`
+    /// value are the caller's to check (they must be literals).
+    pub fn accepts(self, value: &Value) -> bool {
+        match self {
+            Primitive::String => matches!(value, Value::Str(_)),
+            Primitive::Int => value.is_integral(),
+            Primitive::Float => matches!(value, Value::Float(_)),
+            Primitive::Number => value.is_number(),
+            Primitive::Bool => matches!(value, Value::Bool(_)),
+            Primitive::List => matches!(value, Value::List(_)),
+            Primitive::Dict => matches!(value, Value::Dict(_)),
+        }
+    }
+
+    /// The exception the reference raises for a value of the wrong type: its list types raise
+    /// a `TypingException`, every other primitive (`dict` included) a `RuntimeException`.
+    pub fn mismatch_kind(self) -> ErrorKind {
+        match self {
+            Primitive::List => ErrorKind::TypingException,
+            _ => ErrorKind::RuntimeException,
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Primitive::String => "string",

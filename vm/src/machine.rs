@@ -1304,8 +1304,9 @@ impl Machine {
             return Err(rt(format!("Invalid value 'null', expected {name}")));
         }
         if t.list {
+            // `T[]` is the reference's typed list, whose check raises a `TypingException`.
             let Value::List(items) = value else {
-                return Err(rt(format!("Invalid value '{}', expected list", self.display_value(value))));
+                return Err(typing(format!("Invalid value '{}', expected list", self.display_value(value))));
             };
             for item in items.iter() {
                 if matches!(item, Value::Unknown) {
@@ -1383,35 +1384,16 @@ impl Machine {
     }
 
     fn validate_primitive(&self, p: Primitive, value: &Value) -> R<()> {
-        let ok = match p {
-            Primitive::String => matches!(value, Value::Str(_)),
-            Primitive::Int => value.is_integral(),
-            Primitive::Float => matches!(value, Value::Float(_)),
-            Primitive::Number => value.is_number(),
-            Primitive::Bool => matches!(value, Value::Bool(_)),
-            Primitive::List => match value {
-                Value::List(items) => {
-                    for i in items.iter() {
-                        self.validate_literal(i)?;
-                    }
-                    true
-                }
-                _ => false,
-            },
-            Primitive::Dict => match value {
-                Value::Dict(items) => {
-                    for (_, i) in items.iter() {
-                        self.validate_literal(i)?;
-                    }
-                    true
-                }
-                _ => false,
-            },
-        };
-        if ok {
-            Ok(())
-        } else {
-            Err(rt(format!("Invalid value '{}', expected {}", self.display_value(value), p.name())))
+        if !p.accepts(value) {
+            return Err(EvalError::new(
+                p.mismatch_kind(),
+                format!("Invalid value '{}', expected {}", self.display_value(value), p.name()),
+            ));
+        }
+        match value {
+            Value::List(items) => items.iter().try_for_each(|i| self.validate_literal(i)),
+            Value::Dict(items) => items.iter().try_for_each(|(_, i)| self.validate_literal(i)),
+            _ => Ok(()),
         }
     }
 

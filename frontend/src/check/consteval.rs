@@ -369,28 +369,9 @@ fn binary(op: BinOp, l: &Value, r: &Value) -> Result<Value, Stop> {
 
 /// The reference's primitive type checks.
 pub(crate) fn validate_primitive(value: &Value, p: Primitive) -> Result<(), (ErrorKind, String)> {
-    let ok = match p {
-        Primitive::String => matches!(value, Value::Str(_)),
-        Primitive::Int => value.is_integral(),
-        Primitive::Float => matches!(value, Value::Float(_)),
-        Primitive::Number => value.is_number(),
-        Primitive::Bool => matches!(value, Value::Bool(_)),
-        Primitive::List => {
-            if !matches!(value, Value::List(_)) {
-                return Err((ErrorKind::TypingException, format!("Invalid value '{}', expected list", shown(value))));
-            }
-            true
-        }
-        Primitive::Dict => {
-            if !matches!(value, Value::Dict(_)) {
-                return Err((ErrorKind::TypingException, format!("Invalid value '{}', expected dict", shown(value))));
-            }
-            true
-        }
-    };
-    if ok {
+    if p.accepts(value) {
         Ok(())
     } else {
-        Err((ErrorKind::RuntimeException, format!("Invalid value '{}', expected {}", shown(value), p.name())))
+        Err((p.mismatch_kind(), format!("Invalid value '{}', expected {}", shown(value), p.name())))
     }
 }

@@ -63,47 +63,8 @@ pub struct Namespace<'a> {
     pub ast: ast::File<'a>,
 }
 
-/// A primitive type of the language.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Primitive {
-    String,
-    Int,
-    Float,
-    /// Deprecated: any number.
-    Number,
-    Bool,
-    /// A list of literals.
-    List,
-    /// A dict of literals with string keys.
-    Dict,
-}
-
-impl Primitive {
-    pub fn from_name(name: &str) -> Option<Primitive> {
-        Some(match name {
-            "string" => Primitive::String,
-            "int" => Primitive::Int,
-            "float" => Primitive::Float,
-            "number" => Primitive::Number,
-            "bool" => Primitive::Bool,
-            "list" => Primitive::List,
-            "dict" => Primitive::Dict,
-            _ => return None,
-        })
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Primitive::String => "string",
-            Primitive::Int => "int",
-            Primitive::Float => "float",
-            Primitive::Number => "number",
-            Primitive::Bool => "bool",
-            Primitive::List => "list",
-            Primitive::Dict => "dict",
-        }
-    }
-}
+/// A primitive type of the language (the IR's own).
+pub use weft_ir::program::Primitive;
 
 /// The base of a value type: a primitive or a typedef.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
