@@ -11,18 +11,15 @@ use std::sync::Arc;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use weft_benches::{Flavor, Model, generated_model};
-use weft_frontend::project::{LoadOptions, load_project};
+use weft_frontend::project::LoadOptions;
 use weft_ir::program::Program;
 
 const HOSTS: [u32; 2] = [500, 5000];
 
 fn lower(model: &Model) -> Program {
     let arena = bumpalo::Bump::new();
-    let (mut program, diagnostics) = load_project(&arena, &model.dir, &LoadOptions { python_env: None });
-    assert!(!diagnostics.iter().any(|d| d.is_error()), "{}: {diagnostics:?}", model.name);
-    let checked = weft_frontend::check::check(&mut program);
-    assert!(!checked.diagnostics.iter().any(|d| d.is_error()), "{}: {:?}", model.name, checked.diagnostics);
-    weft_frontend::lower::lower(&program, &checked.model)
+    let compiled = weft_frontend::compile(&arena, &model.dir, &LoadOptions { python_env: None });
+    compiled.lowered.unwrap_or_else(|| panic!("{}: {:?}", model.name, compiled.diagnostics))
 }
 
 fn bench_eval(c: &mut Criterion) {

@@ -152,51 +152,42 @@ fn compile(args: &CompileArgs) -> Result<ExitCode> {
     }
     let started = std::time::Instant::now();
     let arena = bumpalo::Bump::new();
-    let (mut program, mut diagnostics) = load_project(&arena, &project.project, &project.load_options());
-    if !diagnostics.iter().any(Diagnostic::is_error) {
-        let checked = weft_frontend::check::check(&mut program);
-        diagnostics.extend(checked.diagnostics);
-        if !diagnostics.iter().any(Diagnostic::is_error) {
-            let lowered = std::sync::Arc::new(weft_frontend::lower::lower(&program, &checked.model));
-            let loaded = started.elapsed();
-            if args.emit == Some(Emit::Ir) {
-                report(project, &program.sources, &diagnostics, "compile the project")?;
-                let with_std = args.emit_std;
-                print!("{}", lowered.text(&|ns| with_std || !(ns == "std" || ns.starts_with("std::"))));
-                return Ok(ExitCode::SUCCESS);
-            }
-            let options =
-                weft_runtime::Options { module_dirs: module_dirs(&program), max_iterations: max_iterations() };
-            let outcome = weft_runtime::evaluate(lowered, &options);
-            {
-                let stdout = std::io::stdout();
-                let mut out = std::io::BufWriter::new(stdout.lock());
-                for line in &outcome.prints {
-                    writeln!(out, "{line}")?;
-                }
-                out.flush()?;
-            }
-            if args.stats {
-                eprintln!(
-                    "weft: {} instances, {} iterations, {}; front end {:.3}s, total {:.3}s",
-                    outcome.instances,
-                    outcome.iterations,
-                    outcome.tables,
-                    loaded.as_secs_f64(),
-                    started.elapsed().as_secs_f64()
-                );
-            }
-            // The reference reports one error: the most important one.
-            diagnostics.extend(outcome.errors.into_iter().take(1));
+    let compiled = weft_frontend::compile(&arena, &project.project, &project.load_options());
+    let (program, mut diagnostics) = (compiled.project, compiled.diagnostics);
+    if let Some(lowered) = compiled.lowered {
+        let lowered = std::sync::Arc::new(lowered);
+        let loaded = started.elapsed();
+        if args.emit == Some(Emit::Ir) {
+            report(project, &program.sources, &diagnostics, "compile the project")?;
+            let with_std = args.emit_std;
+            print!("{}", lowered.text(&|ns| with_std || !(ns == "std" || ns.starts_with("std::"))));
+            return Ok(ExitCode::SUCCESS);
         }
+        let options = weft_runtime::Options { module_dirs: program.module_dirs(), max_iterations: max_iterations() };
+        let outcome = weft_runtime::evaluate(lowered, &options);
+        {
+            let stdout = std::io::stdout();
+            let mut out = std::io::BufWriter::new(stdout.lock());
+            for line in &outcome.prints {
+                writeln!(out, "{line}")?;
+            }
+            out.flush()?;
+        }
+        if args.stats {
+            eprintln!(
+                "weft: {} instances, {} iterations, {}; front end {:.3}s, total {:.3}s",
+                outcome.instances,
+                outcome.iterations,
+                outcome.tables,
+                loaded.as_secs_f64(),
+                started.elapsed().as_secs_f64()
+            );
+        }
+        // The reference reports one error: the most important one.
+        diagnostics.extend(outcome.errors.into_iter().take(1));
     }
     let failed = report(project, &program.sources, &diagnostics, "compile the project")?;
     Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
-}
-
-/// Where each loaded module's `templates/` and `files/` are.
-fn module_dirs(program: &weft_frontend::project::Program<'_>) -> std::collections::HashMap<String, PathBuf> {
-    program.modules.iter().filter_map(|m| m.root().map(|r| (m.name.clone(), r.to_path_buf()))).collect()
 }
 
 /// `INMANTA_MAX_ITERATIONS`, as the reference reads it.

@@ -25,6 +25,34 @@ pub mod strings;
 
 pub use parser::{ParseOutput, parse_file};
 
+use weft_ir::Diagnostic;
+
+/// A project taken through the whole frontend.
+#[derive(Debug)]
+pub struct Compiled<'a> {
+    /// The loaded project: its sources (for rendering diagnostics) and modules.
+    pub project: project::Program<'a>,
+    /// In the order the reference would report them.
+    pub diagnostics: Vec<Diagnostic>,
+    /// The lowered program, when loading and checking reported no error.
+    pub lowered: Option<weft_ir::program::Program>,
+}
+
+/// Loads, checks and lowers a project. Checking is skipped after load errors, lowering after
+/// any error, as the reference stops at its first static error.
+pub fn compile<'a>(arena: &'a bumpalo::Bump, dir: &std::path::Path, options: &project::LoadOptions) -> Compiled<'a> {
+    let (mut program, mut diagnostics) = project::load_project(arena, dir, options);
+    let mut lowered = None;
+    if !diagnostics.iter().any(Diagnostic::is_error) {
+        let checked = check::check(&mut program);
+        diagnostics.extend(checked.diagnostics);
+        if !diagnostics.iter().any(Diagnostic::is_error) {
+            lowered = Some(lower::lower(&program, &checked.model));
+        }
+    }
+    Compiled { project: program, diagnostics, lowered }
+}
+
 /// Runs `f`, first moving to a fresh stack segment if less than 128 KB of stack is left.
 ///
 /// Every pass over a syntax tree recurses once per level of nesting. The parser bounds that

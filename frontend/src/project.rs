@@ -116,6 +116,11 @@ impl Program<'_> {
     pub fn namespace(&self, name: &str) -> Option<&Namespace<'_>> {
         self.namespaces.iter().find(|n| n.name == name)
     }
+
+    /// Each loaded module's directory on disk (holding `templates/` and `files/`), by name.
+    pub fn module_dirs(&self) -> std::collections::HashMap<String, PathBuf> {
+        self.modules.iter().filter_map(|m| m.root().map(|r| (m.name.clone(), r.to_path_buf()))).collect()
+    }
 }
 
 /// The embedded std module: paths relative to the module root and their contents.

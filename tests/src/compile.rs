@@ -3,8 +3,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use weft_frontend::project::{LoadOptions, load_project};
-use weft_ir::{Diagnostic, ErrorKind};
+use weft_frontend::project::LoadOptions;
+use weft_ir::ErrorKind;
 
 /// What a compile observably did: the fields the conformance corpus records.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -20,19 +20,14 @@ pub struct Outcome {
 /// Loads, checks, lowers and evaluates the project in `dir`.
 pub fn compile(dir: &Path) -> Outcome {
     let arena = bumpalo::Bump::new();
-    let (mut program, mut diagnostics) = load_project(&arena, dir, &LoadOptions { python_env: None });
+    let compiled = weft_frontend::compile(&arena, dir, &LoadOptions { python_env: None });
+    let (program, mut diagnostics) = (compiled.project, compiled.diagnostics);
     let mut prints = Vec::new();
-    if !diagnostics.iter().any(Diagnostic::is_error) {
-        let checked = weft_frontend::check::check(&mut program);
-        diagnostics.extend(checked.diagnostics);
-        if !diagnostics.iter().any(Diagnostic::is_error) {
-            let lowered = Arc::new(weft_frontend::lower::lower(&program, &checked.model));
-            let module_dirs =
-                program.modules.iter().filter_map(|m| m.root().map(|r| (m.name.clone(), r.to_path_buf()))).collect();
-            let outcome = weft_runtime::evaluate(lowered, &weft_runtime::Options { module_dirs, max_iterations: None });
-            prints = outcome.prints;
-            diagnostics.extend(outcome.errors.into_iter().take(1));
-        }
+    if let Some(lowered) = compiled.lowered {
+        let options = weft_runtime::Options { module_dirs: program.module_dirs(), max_iterations: None };
+        let outcome = weft_runtime::evaluate(Arc::new(lowered), &options);
+        prints = outcome.prints;
+        diagnostics.extend(outcome.errors.into_iter().take(1));
     }
     prints.sort();
     let error = diagnostics.iter().find(|d| d.is_error()).map(|d| {

@@ -8,10 +8,11 @@
 //! `tests/conformance/known-divergences.tsv`; a listed case that starts to pass fails the suite
 //! so the list stays true.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::Deserialize;
 use weft_tests::compile::{Outcome, compile};
+use weft_tests::{cases_in, corpus};
 
 #[derive(Deserialize)]
 struct Expect {
@@ -24,30 +25,6 @@ struct Expect {
 struct ExpectError {
     kind: String,
     line: Option<u32>,
-}
-
-fn corpus() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance")
-}
-
-fn cases(root: &Path) -> Vec<PathBuf> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        if dir.join("expect.json").is_file() {
-            out.push(dir.to_path_buf());
-            return;
-        }
-        let Ok(entries) = std::fs::read_dir(dir) else { return };
-        for entry in entries.filter_map(Result::ok) {
-            let path = entry.path();
-            if path.is_dir() && path.file_name().is_some_and(|n| n != "libs") {
-                walk(&path, out);
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk(root, &mut out);
-    out.sort();
-    out
 }
 
 /// Why `actual` does not conform to `expect`, if it does not.
@@ -112,7 +89,7 @@ fn check_cases(root: &Path, known: &[(String, String)]) {
     let root = root.to_path_buf();
     let mut failures = Vec::new();
     let mut fixed = Vec::new();
-    let all = cases(&root);
+    let all = cases_in(&root);
     for case in &all {
         let name = case.strip_prefix(&root).expect("inside").to_string_lossy().replace('\\', "/");
         let expect: Expect =

@@ -16,34 +16,10 @@ use std::path::{Path, PathBuf};
 
 use weft_frontend::project::{LoadOptions, load_project};
 use weft_ir::{Diagnostic, ErrorKind};
-
-fn corpus() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance")
-}
+use weft_tests::{cases_in, corpus};
 
 fn check_fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures").join("check")
-}
-
-/// Every case directory under `root` (one holding `main.cf`, outside `libs/`), sorted.
-fn cases_in(root: &Path) -> Vec<PathBuf> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        if dir.join("main.cf").is_file() {
-            out.push(dir.to_path_buf());
-            return;
-        }
-        let Ok(entries) = std::fs::read_dir(dir) else { return };
-        for entry in entries.filter_map(Result::ok) {
-            let path = entry.path();
-            if path.is_dir() && path.file_name().is_some_and(|n| n != "libs") {
-                walk(&path, out);
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk(root, &mut out);
-    out.sort();
-    out
 }
 
 fn cases() -> Vec<PathBuf> {

@@ -4,16 +4,12 @@
 
 use std::path::Path;
 
-use weft_frontend::project::{LoadOptions, load_project};
-use weft_ir::Diagnostic;
+use weft_frontend::project::LoadOptions;
 
 fn lowered_text(dir: &Path) -> String {
     let arena = bumpalo::Bump::new();
-    let (mut program, diagnostics) = load_project(&arena, dir, &LoadOptions { python_env: None });
-    assert!(!diagnostics.iter().any(Diagnostic::is_error), "{}: {diagnostics:?}", dir.display());
-    let checked = weft_frontend::check::check(&mut program);
-    assert!(!checked.diagnostics.iter().any(Diagnostic::is_error), "{}: {:?}", dir.display(), checked.diagnostics);
-    let lowered = weft_frontend::lower::lower(&program, &checked.model);
+    let compiled = weft_frontend::compile(&arena, dir, &LoadOptions { python_env: None });
+    let Some(lowered) = compiled.lowered else { panic!("{}: {:?}", dir.display(), compiled.diagnostics) };
     lowered.text(&|ns| !(ns == "std" || ns.starts_with("std::")))
 }
 
