@@ -538,6 +538,11 @@ impl Program {
         self.files[location.file.0 as usize].line(location.span.start)
     }
 
+    /// The entity with this fully qualified name (`std::Dataclass`).
+    pub fn entity_by_name(&self, name: &str) -> Option<EntityId> {
+        self.entities.iter().position(|e| e.name == name).map(|i| EntityId(i as u32))
+    }
+
     /// Whether `entity` is `other` or inherits from it.
     pub fn is_subclass(&self, entity: EntityId, other: EntityId) -> bool {
         entity == other || self.entity(entity).parents.iter().any(|&p| self.is_subclass(p, other))

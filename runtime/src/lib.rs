@@ -64,10 +64,7 @@ pub fn evaluate(program: Arc<Program>, options: &Options) -> Outcome {
 }
 
 fn take_prints(machine: &mut Machine) -> Vec<String> {
-    machine.with_host(|host| {
-        // SAFETY-free downcast: the host is always the RuntimeHost this crate installed.
-        host.take_prints()
-    })
+    machine.with_host(|host| host.take_prints())
 }
 
 /// Turns an evaluation error into a diagnostic: the outermost kind is the reported kind, the
@@ -199,10 +196,7 @@ fn bridge_value(machine: &mut Machine, v: Value) -> Result<python::BridgeValue, 
     let Value::Instance(inst) = v else { return Ok(python::BridgeValue::Plain(v)) };
     let program = machine.program.clone();
     let entity = machine.instances[inst as usize].entity;
-    let is_dataclass =
-        program.entities.iter().enumerate().any(|(i, e)| {
-            e.name == "std::Dataclass" && program.is_subclass(entity, weft_ir::program::EntityId(i as u32))
-        });
+    let is_dataclass = program.entity_by_name("std::Dataclass").is_some_and(|d| program.is_subclass(entity, d));
     let full = &program.entity(entity).name;
     if !is_dataclass {
         return Err(PluginFailure::Error(EvalError::new(
@@ -276,11 +270,7 @@ impl plugins::PluginHost for Adapter<'_> {
     fn is_instance_of(&self, instance: u32, entity: &str) -> bool {
         let program = &self.machine.program;
         let own = self.machine.instances[instance as usize].entity;
-        program
-            .entities
-            .iter()
-            .enumerate()
-            .any(|(i, e)| e.name == entity && program.is_subclass(own, weft_ir::program::EntityId(i as u32)))
+        program.entity_by_name(entity).is_some_and(|e| program.is_subclass(own, e))
     }
 
     fn instance_display(&self, instance: u32) -> String {

@@ -394,11 +394,27 @@ struct Promise {
 
 #[derive(Clone)]
 enum Scope {
-    Block { slots: Vec<(Symbol, CellId)>, parent: ScopeId },
-    Var { name: Symbol, cell: CellId, parent: ScopeId },
-    Ns { ns: NsId, parent: ScopeId },
-    Instance { instance: InstanceId, ns: NsId },
-    Root { ns: NsId },
+    Block {
+        slots: Vec<(Symbol, CellId)>,
+        parent: ScopeId,
+    },
+    Var {
+        name: Symbol,
+        cell: CellId,
+        parent: ScopeId,
+    },
+    Ns {
+        ns: NsId,
+        parent: ScopeId,
+    },
+    /// An instance's attributes and `self`; names it lacks resolve in the namespace that the
+    /// enclosing namespace scope (an implementation's, an `implement`'s) passes down.
+    Instance {
+        instance: InstanceId,
+    },
+    Root {
+        ns: NsId,
+    },
 }
 
 pub struct Instance {
@@ -1551,13 +1567,18 @@ impl Machine {
                 }
             }
             Scope::Ns { ns, parent } => self.lookup_in(*parent, name, Some(root.unwrap_or(*ns))),
-            Scope::Instance { instance, ns } => {
+            Scope::Instance { instance } => {
                 if name_sym == self.symbols.self_ {
                     return Ok(self.instances[*instance as usize].self_cell);
                 }
-                match self.slot(*instance, name_sym) {
-                    Some(c) => Ok(c),
-                    None => self.ns_lookup(root.unwrap_or(*ns), name_sym, name),
+                match (self.slot(*instance, name_sym), root) {
+                    (Some(c), _) => Ok(c),
+                    (None, Some(ns)) => self.ns_lookup(ns, name_sym, name),
+                    // An instance scope is always entered through a namespace scope.
+                    (None, None) => Err(EvalError::new(
+                        ErrorKind::NotFoundException,
+                        format!("variable {} not found", self.sym_name(name_sym)),
+                    )),
                 }
             }
             Scope::Root { ns } => self.ns_lookup(root.unwrap_or(*ns), name_sym, name),
@@ -2114,7 +2135,7 @@ impl Machine {
                             return Ok(());
                         }
                         Exec::SubCtor { instance, index } => {
-                            self.exec_subctor(instance, index, &values)?;
+                            self.exec_subctor(instance, index, &values, scope)?;
                             return Ok(());
                         }
                     };
@@ -2615,17 +2636,15 @@ impl Machine {
         }
     }
 
-    fn exec_subctor(&mut self, inst: InstanceId, index: u32, values: &Values) -> R<()> {
+    /// Runs an `implement` for an instance once its condition's inputs are ready; `scope` is
+    /// the one the condition was emitted in.
+    fn exec_subctor(&mut self, inst: InstanceId, index: u32, values: &Values, scope: ScopeId) -> R<()> {
         let p = self.prog();
         let entity = self.instances[inst as usize].entity;
         let implement = &p.entity(entity).implements[index as usize];
         let condition = match implement.condition {
             None => Value::Bool(true),
-            Some(c) => {
-                let scope = self.push_scope(Scope::Instance { instance: inst, ns: implement.ns });
-                let ns_scope = self.push_scope(Scope::Ns { ns: implement.ns, parent: scope });
-                self.eval(c, values, ns_scope)?
-            }
+            Some(c) => self.eval(c, values, scope)?,
         };
         match condition {
             Value::Unknown | Value::Bool(false) => return Ok(()),
@@ -2656,16 +2675,9 @@ impl Machine {
         if let Some(s) = self.instances[inst as usize].scope {
             return s;
         }
-        let ns = self.instance_ns(inst);
-        let s = self.push_scope(Scope::Instance { instance: inst, ns });
+        let s = self.push_scope(Scope::Instance { instance: inst });
         self.instances[inst as usize].scope = Some(s);
         s
-    }
-
-    fn instance_ns(&self, _inst: InstanceId) -> NsId {
-        // Only reached for names that are neither attributes nor local; the implementation's
-        // namespace is always given as `root` by the enclosing namespace scope.
-        NsId(0)
     }
 
     // ----- expression evaluation ----------------------------------------------------------
@@ -3073,18 +3085,19 @@ impl Machine {
         let p = self.prog();
         let entity = self.instances[inst as usize].entity;
         let implement = &p.entity(entity).implements[index as usize];
-        let reqs = match implement.condition {
-            None => Vec::new(),
+        // The condition sees the instance's attributes, then the `implement`'s namespace.
+        let (reqs, scope) = match implement.condition {
+            None => (Vec::new(), 0),
             Some(c) => {
-                let scope = self.push_scope(Scope::Instance { instance: inst, ns: implement.ns });
-                let ns_scope = self.push_scope(Scope::Ns { ns: implement.ns, parent: scope });
-                self.requires(c, ns_scope).map_err(|e| e.at(implement.location))?
+                let instance_scope = self.instance_scope(inst);
+                let scope = self.push_scope(Scope::Ns { ns: implement.ns, parent: instance_scope });
+                (self.requires(c, scope).map_err(|e| e.at(implement.location))?, scope)
             }
         };
         let target = self.sink;
         self.spawn(
             reqs,
-            Body::Exec { target, promise: None, what: Exec::SubCtor { instance: inst, index }, scope: 0, attr: None },
+            Body::Exec { target, promise: None, what: Exec::SubCtor { instance: inst, index }, scope, attr: None },
         );
         Ok(())
     }
