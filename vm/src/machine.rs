@@ -458,6 +458,8 @@ pub struct Machine {
     extra_names: Vec<String>,
     /// The shared target of statements without a value.
     sink: CellId,
+    /// Symbols by their text, built the first time a name arrives as text.
+    symbols_by_name: Option<HashMap<String, Symbol>>,
 }
 
 struct Known {
@@ -535,6 +537,7 @@ impl Machine {
             unique: 0,
             extra_names: Vec::new(),
             sink: 0,
+            symbols_by_name: None,
             symbols: Known { self_: self_.unwrap_or(Symbol::from_u32(u32::MAX)) },
         }
     }
@@ -562,6 +565,23 @@ impl Machine {
 
     fn prog(&self) -> Arc<Program> {
         self.program.clone()
+    }
+
+    /// The symbol of a name known only as text (a `**` dictionary's key, a template's
+    /// variable). A name no code mentions gets a symbol of its own, which matches no slot or
+    /// variable.
+    fn symbol(&mut self, text: &str) -> Symbol {
+        let program = &self.program;
+        let by_name = self.symbols_by_name.get_or_insert_with(|| {
+            program.names.iter().enumerate().map(|(i, n)| (n.clone(), Symbol::from_u32(i as u32))).collect()
+        });
+        if let Some(&s) = by_name.get(text) {
+            return s;
+        }
+        let s = Symbol::from_u32((program.names.len() + self.extra_names.len()) as u32);
+        self.extra_names.push(text.to_string());
+        by_name.insert(text.to_string(), s);
+        s
     }
 
     /// The text of a symbol, including names that only `**` dictionaries introduced.
@@ -1596,17 +1616,14 @@ impl Machine {
             VarRef::Qualified(ns, s) => {
                 format!("{}::{}", self.program.namespaces[ns.index()].name, self.program.name(s))
             }
-            VarRef::Name(s) => self.program.name(s).to_string(),
+            VarRef::Name(s) => self.sym_name(s).to_string(),
         };
         Err(EvalError::new(ErrorKind::NotFoundException, format!("variable {text} not found")))
     }
 
     /// For plugins (templates): the value of a variable as seen from a scope.
     pub fn lookup_value(&mut self, scope: ScopeId, name: &str) -> R<Value> {
-        let Some(pos) = self.program.names.iter().position(|n| n == name) else {
-            return Err(EvalError::new(ErrorKind::NotFoundException, format!("variable {name} not found")));
-        };
-        let sym = Symbol::from_u32(pos as u32);
+        let sym = self.symbol(name);
         let cell = self.lookup_in(scope, VarRef::Name(sym), None)?;
         if !self.is_ready(cell) {
             return Err(EvalError { unset: Some(cell), ..rt("Value not available") });
@@ -2534,20 +2551,7 @@ impl Machine {
         };
         let mut out = Vec::new();
         for (k, v) in entries.iter() {
-            let sym = match self.program.names.iter().position(|n| n.as_str() == k.as_ref()) {
-                Some(i) => Symbol::from_u32(i as u32),
-                None => {
-                    // A key that no code mentions: give it a symbol of its own.
-                    match self.extra_names.iter().position(|n| n.as_str() == k.as_ref()) {
-                        Some(i) => Symbol::from_u32((self.program.names.len() + i) as u32),
-                        None => {
-                            self.extra_names.push(k.to_string());
-                            Symbol::from_u32((self.program.names.len() + self.extra_names.len() - 1) as u32)
-                        }
-                    }
-                }
-            };
-            out.push((sym, v.clone()));
+            out.push((self.symbol(k), v.clone()));
         }
         Ok(out)
     }
@@ -2760,12 +2764,12 @@ impl Machine {
                 let mut result = None;
                 for (r, matched) in parts {
                     let v = self.eval(*r, values, scope)?;
-                    match self.format_value(&v, *r).map_err(|e| e.at(location))? {
+                    match self.interpolated(v, &self.expr_text(*r)).map_err(|e| e.at(location))? {
                         None => {
                             result = Some(Value::Unknown);
                             break;
                         }
-                        Some(s) => text = text.replace(matched.as_ref(), &s),
+                        Some(v) => text = text.replace(matched.as_ref(), &self.display_value_fmt(&v)),
                     }
                 }
                 result.unwrap_or_else(|| Value::str(&text))
@@ -2775,25 +2779,9 @@ impl Machine {
                 let mut unknown = false;
                 for (r, key) in fields {
                     let v = self.eval(*r, values, scope)?;
-                    if matches!(v, Value::Unknown) {
+                    let Some(v) = self.interpolated(v, key.trim()).map_err(|e| e.at(location))? else {
                         unknown = true;
                         break;
-                    }
-                    if let Value::Reference(_) = v {
-                        return Err(EvalError::new(
-                            ErrorKind::UnexpectedReference,
-                            format!(
-                                "Encountered reference in string format for variable `{}`. This is not supported.",
-                                key.trim()
-                            ),
-                        )
-                        .at(location));
-                    }
-                    let v = match v {
-                        Value::Float(f) if f.fract() == 0.0 && f.is_finite() => {
-                            Value::int(num_bigint::BigInt::from(f as i128))
-                        }
-                        other => other,
                     };
                     kwargs.push((key.to_string(), v));
                 }
@@ -2821,19 +2809,22 @@ impl Machine {
         }
     }
 
-    /// A value as `{{ x }}` renders it: `None` for Unknown.
-    fn format_value(&self, v: &Value, r: ExprId) -> R<Option<String>> {
+    /// A value as `{{ x }}` and f-string fields take it (the reference's `FormattedString`):
+    /// `None` for Unknown, which makes the whole string Unknown; a reference is refused; a
+    /// float with an integral value becomes an int.
+    fn interpolated(&self, v: Value, name: &str) -> R<Option<Value>> {
         Ok(match v {
             Value::Unknown => None,
             Value::Reference(_) => {
-                let name = self.expr_text(r);
                 return Err(EvalError::new(
                     ErrorKind::UnexpectedReference,
                     format!("Encountered reference in string format for variable `{name}`. This is not supported."),
                 ));
             }
-            Value::Float(f) if f.fract() == 0.0 && f.is_finite() => Some(format!("{}", *f as i128)),
-            other => Some(self.display_value_fmt(other)),
+            Value::Float(f) if f.fract() == 0.0 && f.is_finite() => {
+                Some(Value::int(num_bigint::BigInt::from(f as i128)))
+            }
+            other => Some(other),
         })
     }
 
@@ -3292,10 +3283,10 @@ impl Machine {
 /// The marker a filtered comprehension element leaves in the results.
 const FILTERED: &str = "\u{0}weft-filtered\u{0}";
 
-fn python_type(v: &Value) -> &'static str {
+fn python_type(v: &Value) -> &str {
     match v {
         Value::Null => "NoneValue",
-        Value::Reference(_) => "EnvironmentReference",
+        Value::Reference(r) => &r.class,
         other => other.type_name(),
     }
 }
