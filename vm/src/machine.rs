@@ -378,7 +378,6 @@ struct CompHelper {
     lhs: Option<CollectorId>,
     results: Vec<CellId>,
     complete: bool,
-    is_known: bool,
     final_result: CellId,
 }
 
@@ -621,15 +620,12 @@ impl Machine {
         c.has_value
     }
 
-    fn waiting_providers(&self, cell: CellId) -> i64 {
+    /// Promises acquired on a delayed cell and not yet fulfilled.
+    pub fn outstanding_providers(&self, cell: CellId) -> i64 {
         match self.cells[cell as usize].promises {
             Some((acquired, done)) => acquired as i64 - done as i64,
             None => 0,
         }
-    }
-
-    pub fn outstanding_providers(&self, cell: CellId) -> i64 {
-        self.waiting_providers(cell)
     }
 
     fn relation_bounds(&self, cell: CellId) -> Option<(i64, Option<i64>)> {
@@ -645,9 +641,9 @@ impl Machine {
         match c.kind {
             CellKind::List => {
                 let low = self.relation_bounds(cell).map(|b| b.0).unwrap_or(0);
-                c.x().items.len() as i64 >= low && self.waiting_providers(cell) == 0
+                c.x().items.len() as i64 >= low && self.outstanding_providers(cell) == 0
             }
-            CellKind::Option | CellKind::ListLiteral => self.waiting_providers(cell) == 0,
+            CellKind::Option | CellKind::ListLiteral => self.outstanding_providers(cell) == 0,
             _ => c.has_value,
         }
     }
@@ -721,7 +717,7 @@ impl Machine {
         if self.can_get(cell) {
             self.queue(cell);
         }
-        if kind == CellKind::ListLiteral && self.waiting_providers(cell) == 0 {
+        if kind == CellKind::ListLiteral && self.outstanding_providers(cell) == 0 {
             self.freeze(cell);
         }
     }
@@ -873,11 +869,6 @@ impl Machine {
             CellKind::Proxy => c.target.and_then(|t| self.peek(t)),
             _ => c.value.clone(),
         }
-    }
-
-    /// Reads a cell for a plugin: `Err(cell)` when it is not ready yet.
-    pub fn read_for_plugin(&mut self, cell: CellId) -> R<Value> {
-        self.get_value(cell)
     }
 
     // ----- listeners ----------------------------------------------------------------------
@@ -1458,15 +1449,7 @@ impl Machine {
             }
             ExprKind::Not(a) => {
                 let v = sub(self, *a)?;
-                match v {
-                    Value::Bool(b) => Value::Bool(!b),
-                    other => {
-                        return Err(rt(format!(
-                            "Invalid value `{}`: `not` expects a boolean",
-                            self.display_value(&other)
-                        )));
-                    }
-                }
+                self.negate(v)?
             }
             ExprKind::Binary { op, lhs, rhs } => {
                 let a = sub(self, *lhs)?;
@@ -2000,15 +1983,7 @@ impl Machine {
         let ExprKind::ListComp { iterable, .. } = p.expr(expr).kind else { unreachable!() };
         let final_result = self.new_cell(CellKind::Plain);
         let helper = self.comps.len() as u32;
-        self.comps.push(CompHelper {
-            expr,
-            scope,
-            lhs,
-            results: Vec::new(),
-            complete: false,
-            is_known: false,
-            final_result,
-        });
+        self.comps.push(CompHelper { expr, scope, lhs, results: Vec::new(), complete: false, final_result });
         let reqs = match lhs {
             None => self.requires(iterable, scope)?,
             Some(_) => {
@@ -2034,9 +2009,6 @@ impl Machine {
         let result = self.new_cell(CellKind::Plain);
         self.comps[helper as usize].results.push(result);
         let unknown = matches!(value, Value::Unknown);
-        if !unknown {
-            self.comps[helper as usize].is_known = true;
-        }
         // The element task evaluates `guard ? element : <filtered>`; an Unknown element passes
         // through as is.
         let reqs = match (guard, unknown, lhs) {
@@ -2709,24 +2681,7 @@ impl Machine {
             }
             ExprKind::Not(a) => {
                 let v = self.eval(*a, values, scope)?;
-                match v {
-                    Value::Unknown => Value::Unknown,
-                    Value::Bool(b) => Value::Bool(!b),
-                    Value::Reference(_) => {
-                        return Err(EvalError::new(
-                            ErrorKind::UnexpectedReference,
-                            format!("Invalid value `{}`: `not` expects a boolean", self.display_value(&v)),
-                        )
-                        .at(location));
-                    }
-                    other => {
-                        return Err(rt(format!(
-                            "Invalid value `{}`: `not` expects a boolean",
-                            self.display_value(&other)
-                        ))
-                        .at(location));
-                    }
-                }
+                self.negate(v).map_err(|e| e.at(location))?
             }
             ExprKind::Binary { op, lhs, rhs } => {
                 let a = self.eval(*lhs, values, scope)?;
@@ -2835,6 +2790,26 @@ impl Machine {
             ExprKind::Var(VarRef::Qualified(ns, n)) => format!("{}::{}", p.namespaces[ns.index()].name, p.name(*n)),
             ExprKind::Attr { base, name } => format!("{}.{}", self.expr_text(*base), p.name(*name)),
             _ => "expression".to_string(),
+        }
+    }
+
+    /// `not v`: Unknown stays Unknown; anything but a boolean is an error (a reference one of
+    /// its own kind).
+    fn negate(&self, v: Value) -> R<Value> {
+        match v {
+            Value::Unknown => Ok(Value::Unknown),
+            Value::Bool(b) => Ok(Value::Bool(!b)),
+            other => {
+                let kind = if matches!(other, Value::Reference(_)) {
+                    ErrorKind::UnexpectedReference
+                } else {
+                    ErrorKind::RuntimeException
+                };
+                Err(EvalError::new(
+                    kind,
+                    format!("Invalid value `{}`: `not` expects a boolean", self.display_value(&other)),
+                ))
+            }
         }
     }
 
