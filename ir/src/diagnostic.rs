@@ -122,6 +122,10 @@ error_kinds! {
     ZeroDivisionError: ZeroDivisionError,
     /// A dataclass entity without a Python counterpart (a raw Python error in the reference).
     ModuleNotFoundError: ModuleNotFoundError,
+    /// The export found a resource it cannot build (`inmanta.resources.ResourceException`).
+    ResourceException: ResourceException,
+    /// A raw Python `RuntimeError`, such as a dependency manager's.
+    RuntimeError: RuntimeError,
     /// Warnings.
     VariableShadowWarning: VariableShadowWarning,
     TypeDeprecationWarning: TypeDeprecationWarning,
@@ -314,10 +318,18 @@ pub mod codes {
     pub const EVAL_ERROR: Code = Code("E0400");
     /// Evaluation: an instance is incomplete when the compile finishes.
     pub const EVAL_UNSET: Code = Code("E0401");
+    /// Export: a resource cannot be built, or a module's export code failed.
+    pub const EXPORT_ERROR: Code = Code("E0500");
+    /// Export: a cycle in the `requires` graph.
+    pub const EXPORT_CYCLE: Code = Code("E0501");
+    /// Export: a resource type registered by Python code weft does not implement.
+    pub const EXPORT_UNSUPPORTED: Code = Code("E0502");
     pub const W_INVALID_ESCAPE: Code = Code("W0001");
     pub const W_NUMBER_DEPRECATED: Code = Code("W0002");
     pub const W_BUILTIN_OVERRIDE: Code = Code("W0003");
     pub const W_SHADOWED_VARIABLE: Code = Code("W0004");
+    /// Export: what the reference's exporter logs as a warning.
+    pub const W_EXPORT: Code = Code("W0500");
 }
 
 #[cfg(test)]

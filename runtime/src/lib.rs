@@ -10,6 +10,9 @@
 //! Architecture invariant: the runtime never depends on the frontend or on codegen, so a host
 //! that only runs artifacts carries neither a parser nor a code generator.
 
+pub mod apply;
+pub mod export;
+pub mod graph;
 pub mod plugins;
 mod python;
 mod scheduler;
@@ -50,17 +53,24 @@ pub struct Outcome {
 
 /// Evaluates a program.
 pub fn evaluate(program: Arc<Program>, options: &Options) -> Outcome {
+    evaluate_model(program, options).0
+}
+
+/// Evaluates a program and, when it succeeds, keeps the evaluated model for the export.
+pub fn evaluate_model(program: Arc<Program>, options: &Options) -> (Outcome, Option<export::Model>) {
     let host = RuntimeHost { prints: Vec::new(), module_dirs: options.module_dirs.clone() };
     let mut machine = Machine::new(program.clone(), Box::new(host));
     let result = scheduler::run(&mut machine, options.max_iterations.unwrap_or(MAX_ITERATIONS));
     let mut outcome =
         Outcome { instances: machine.instances.len(), tables: machine.table_sizes(), ..Outcome::default() };
+    let succeeded = result.is_ok();
     match result {
         Ok(iterations) => outcome.iterations = iterations,
         Err(errors) => outcome.errors = errors.into_iter().map(|e| to_diagnostic(&program, e)).collect(),
     }
     outcome.prints = take_prints(&mut machine);
-    outcome
+    let model = succeeded.then(|| export::Model::new(machine));
+    (outcome, model)
 }
 
 fn take_prints(machine: &mut Machine) -> Vec<String> {
@@ -108,7 +118,7 @@ impl Host for RuntimeHost {
         let program = machine.program.clone();
         let signature = &program.plugins[plugin.index()];
         let name = signature.qualified_name();
-        if signature.namespace != "std" {
+        if signature.namespace != "std" && !plugins::has_native(&name) {
             return self.call_python(machine, signature, args, kwargs);
         }
         let mut adapter = Adapter { machine, scope, host: self };

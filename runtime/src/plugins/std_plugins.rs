@@ -200,8 +200,85 @@ static NATIVES: &[Native] = &[
 /// The native implementation of a plugin, by qualified name (`std::print`).
 pub(crate) fn lookup(qualified: &str) -> Option<&'static Native> {
     static INDEX: OnceLock<HashMap<&'static str, &'static Native>> = OnceLock::new();
-    let name = qualified.strip_prefix("std::")?;
+    let Some(name) = qualified.strip_prefix("std::") else {
+        return MODULE_NATIVES.iter().find(|n| n.name == qualified);
+    };
     INDEX.get_or_init(|| NATIVES.iter().map(|n| (n.name, n)).collect()).get(name).copied()
+}
+
+/// Plugins of other public modules that weft implements natively, by qualified name: the
+/// `exec` module's Python package imports the agent's handler code, which the Python bridge
+/// cannot load, and these two are pure string functions.
+static MODULE_NATIVES: &[Native] = &[
+    native!("exec::in_shell", "in_shell", "command", Some("\"string\""), false, exec_in_shell),
+    native!("exec::shlex_join", "shlex_join", "cmd", Some("\"string\""), false, exec_shlex_join),
+];
+
+/// `subprocess.list2cmdline(["sh", "-c", command])`.
+fn exec_in_shell(ctx: &mut Ctx) -> NativeResult {
+    let command = ctx.str_arg("command")?.to_string();
+    Ok(Value::str(&list2cmdline(&["sh", "-c", &command])))
+}
+
+/// Python's `subprocess.list2cmdline`: the MS C runtime's quoting rules.
+fn list2cmdline(args: &[&str]) -> String {
+    let mut out = String::new();
+    for arg in args {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        let quote = arg.is_empty() || arg.contains(' ') || arg.contains('\t');
+        if quote {
+            out.push('"');
+        }
+        let mut backslashes = 0usize;
+        for c in arg.chars() {
+            match c {
+                '\\' => backslashes += 1,
+                '"' => {
+                    out.push_str(&"\\".repeat(backslashes * 2));
+                    backslashes = 0;
+                    out.push_str("\\\"");
+                }
+                c => {
+                    out.push_str(&"\\".repeat(backslashes));
+                    backslashes = 0;
+                    out.push(c);
+                }
+            }
+        }
+        out.push_str(&"\\".repeat(backslashes));
+        if quote {
+            out.push_str(&"\\".repeat(backslashes));
+            out.push('"');
+        }
+    }
+    out
+}
+
+/// `shlex.join(cmd)`.
+fn exec_shlex_join(ctx: &mut Ctx) -> NativeResult {
+    let items = ctx.list_arg("cmd")?;
+    let mut words = Vec::with_capacity(items.len());
+    for item in items.iter() {
+        let Value::Str(word) = item else {
+            return Err(Flow::Error(PluginError::external(
+                "TypeError",
+                format!("expected string or bytes-like object, got '{}'", item.type_name()),
+            )));
+        };
+        words.push(shlex_quote(word));
+    }
+    Ok(Value::str(&words.join(" ")))
+}
+
+/// `shlex.quote`: words of safe characters as they are, others in single quotes.
+fn shlex_quote(word: &str) -> String {
+    if word.is_empty() {
+        return "''".to_string();
+    }
+    let safe = word.chars().all(|c| c.is_ascii_alphanumeric() || "_@%+=:,./-".contains(c));
+    if safe { word.to_string() } else { format!("'{}'", word.replace('\'', "'\"'\"'")) }
 }
 
 /// Every native plugin, for registering them as template filters.
@@ -1204,5 +1281,21 @@ mod tests {
         assert_eq!(python_int("-1_000").ok().map(|v| v.py_repr()), Some("-1000".into()));
         assert!(python_int("4.2").is_err());
         assert!(python_int("1__0").is_err());
+    }
+}
+
+#[cfg(test)]
+mod module_native_tests {
+    use super::*;
+
+    #[test]
+    fn quoting_is_pythons() {
+        // Expected values from CPython 3.12's subprocess.list2cmdline and shlex.quote.
+        assert_eq!(list2cmdline(&["sh", "-c", "echo hi"]), r#"sh -c "echo hi""#);
+        assert_eq!(list2cmdline(&["sh", "-c", r#"a "b" c\"#]), r#"sh -c "a \"b\" c\\""#);
+        assert_eq!(list2cmdline(&["sh", "-c", ""]), r#"sh -c """#);
+        assert_eq!(shlex_quote("plain-word_1.2/x"), "plain-word_1.2/x");
+        assert_eq!(shlex_quote("it's"), r#"'it'"'"'s'"#);
+        assert_eq!(shlex_quote(""), "''");
     }
 }

@@ -135,6 +135,10 @@ fn template_not_found(name: &str) -> Flow {
     Flow::Error(PluginError::external("TemplateNotFound", name))
 }
 
+/// The templates of the std module compiled into weft (the frontend embeds its model).
+const EMBEDDED_STD_TEMPLATES: &[(&str, &str)] =
+    &[("host_uri.j2", include_str!("../../../frontend/std/templates/host_uri.j2"))];
+
 /// Renders a template of a module (`mod/file.j2` is `templates/file.j2` in module `mod`).
 /// With keyword arguments the template sees only those; without, the caller's scope.
 pub(crate) fn render(path: &str, kwargs: Vec<(String, Value)>, host: &mut dyn PluginHost) -> NativeResult {
@@ -152,7 +156,13 @@ pub(crate) fn render(path: &str, kwargs: Vec<(String, Value)>, host: &mut dyn Pl
                 return Err(abort());
             }
         };
-        let Some(dir) = dir else { return Ok(None) };
+        let Some(dir) = dir else {
+            // weft's own std is compiled into the binary, not read from a directory.
+            return Ok((module == "std")
+                .then(|| EMBEDDED_STD_TEMPLATES.iter().find(|(n, _)| *n == rest))
+                .flatten()
+                .map(|(_, text)| text.to_string()));
+        };
         let file = dir.join("templates").join(rest);
         if !file.is_file() {
             return Ok(None);

@@ -1,0 +1,525 @@
+//! The export: from an evaluated model to the resource graph, as the reference's exporter
+//! (`inmanta export`, spec §5) builds it.
+//!
+//! 1. Every instance of a registered resource type (or of a subclass) becomes a resource,
+//!    unless its id or agent is Unknown or its type asks to ignore it (`managed=false`).
+//!    Which entity types are resources is decided by the Python code of the modules (the
+//!    `@resource` decorator); weft reads those registrations from the module sources and
+//!    implements the field mapping of the types it knows natively ([`types`]). A registered
+//!    type weft does not know is an error, never a silent omission.
+//! 2. Fields are mapped and converted to JSON ([`values`]); references are moved out of the
+//!    values into `references` and `mutators`.
+//! 3. `requires` keeps the direct members of the instance's `requires` relation that are
+//!    exported resources; then the modules' dependency managers run ([`fs`]).
+//! 4. A cycle in `requires` is rejected.
+//!
+//! The order of resources follows the registration order of their types and, within a type,
+//! the order in which instances were created; the reference's is the same up to its sets.
+
+mod fs;
+mod types;
+mod values;
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use weft_ir::diagnostic::codes;
+use weft_ir::program::{AttributeKind, EntityId, Program};
+use weft_ir::span::Location;
+use weft_ir::value::Value;
+use weft_ir::{Diagnostic, ErrorKind};
+use weft_vm::Machine;
+
+use crate::graph::{Resource, ResourceGraph, ResourceId};
+pub use types::registered_in_source;
+use types::{Getter, ResourceType};
+
+/// An evaluated model: the instances and their frozen attribute values.
+pub struct Model {
+    machine: Machine,
+}
+
+impl std::fmt::Debug for Model {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Model").field("instances", &self.machine.instances.len()).finish()
+    }
+}
+
+/// What reading an attribute of an instance gives.
+#[derive(Clone, Debug)]
+pub(crate) enum Read {
+    /// The entity has no attribute of that name (Python's `AttributeError`).
+    Missing,
+    /// An optional relation (`[0:1]`) without a value (the reference's `OptionalValueException`).
+    NoValue,
+    Value(Value),
+}
+
+impl Model {
+    pub(crate) fn new(machine: Machine) -> Model {
+        Model { machine }
+    }
+
+    pub fn program(&self) -> &Program {
+        &self.machine.program
+    }
+
+    /// How many instances the model holds.
+    pub fn instance_count(&self) -> usize {
+        self.machine.instances.len()
+    }
+
+    pub(crate) fn entity_of(&self, instance: u32) -> EntityId {
+        self.machine.instances[instance as usize].entity
+    }
+
+    /// The location an instance was constructed at (the last constructor, as the reference
+    /// reports it).
+    pub(crate) fn location_of(&self, instance: u32) -> Option<Location> {
+        self.machine.instances[instance as usize].locations.last().copied()
+    }
+
+    /// Python's `str()` of a value, instances as `Entity (instantiated at file:line)`.
+    pub(crate) fn display(&self, value: &Value) -> String {
+        self.machine.display_value(value)
+    }
+
+    pub(crate) fn is_instance_of(&self, instance: u32, entity: &str) -> bool {
+        let program = self.program();
+        program.entity_by_name(entity).is_some_and(|e| program.is_subclass(self.entity_of(instance), e))
+    }
+
+    /// Every instance of `entity` or of a subclass, in creation order.
+    fn instances_of(&self, entity: EntityId) -> Vec<u32> {
+        let program = self.program();
+        let subclasses: Vec<bool> =
+            (0..program.entities.len()).map(|e| program.is_subclass(EntityId(e as u32), entity)).collect();
+        (0..self.machine.instances.len() as u32)
+            .filter(|&i| subclasses[self.machine.instances[i as usize].entity.0 as usize])
+            .collect()
+    }
+
+    /// The value of attribute `name` of an instance, as a plugin's proxy reads it.
+    pub(crate) fn read(&self, instance: u32, name: &str) -> Read {
+        let program = self.program();
+        let inst = &self.machine.instances[instance as usize];
+        let entity = program.entity(inst.entity);
+        let Some(&(_, attr)) = entity.slots.iter().find(|(symbol, _)| program.name(*symbol) == name) else {
+            return Read::Missing;
+        };
+        let Some(&(_, cell)) = inst.slots.iter().find(|(symbol, _)| program.name(*symbol) == name) else {
+            return Read::Missing;
+        };
+        let value = self.machine.peek(cell).unwrap_or(Value::Null);
+        match program.attribute(attr).kind {
+            AttributeKind::Relation(end) if !end.is_multi() => match value {
+                Value::Null => Read::NoValue,
+                Value::List(items) if items.is_empty() => Read::NoValue,
+                Value::List(items) => Read::Value(items[0].clone()),
+                other => Read::Value(other),
+            },
+            _ => Read::Value(value),
+        }
+    }
+
+    /// The names of an instance's attributes that are not relations, in slot order.
+    pub(crate) fn plain_attributes(&self, instance: u32) -> Vec<String> {
+        let program = self.program();
+        let entity = program.entity(self.entity_of(instance));
+        entity
+            .slots
+            .iter()
+            .filter(|(_, attr)| matches!(program.attribute(*attr).kind, AttributeKind::Value(_)))
+            .map(|(symbol, _)| program.name(*symbol).to_string())
+            .collect()
+    }
+}
+
+/// The result of an export: the graph, and the warnings the reference would log.
+#[derive(Debug, Default)]
+pub struct Export {
+    pub graph: ResourceGraph,
+    pub warnings: Vec<Diagnostic>,
+}
+
+/// Why an export failed: the diagnostics, errors first.
+#[derive(Debug)]
+pub struct ExportError {
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Builds the resource graph of an evaluated model. `module_dirs` maps module names to their
+/// directories, where the modules' Python sources declare which entity types are resources.
+pub fn export(model: &Model, module_dirs: &HashMap<String, PathBuf>) -> Result<Export, ExportError> {
+    let mut exporter = Exporter::new(model, module_dirs);
+    match exporter.run() {
+        Ok(()) => Ok(Export { graph: exporter.graph, warnings: exporter.warnings }),
+        Err(error) => {
+            let mut diagnostics = vec![error];
+            diagnostics.extend(exporter.warnings);
+            Err(ExportError { diagnostics })
+        }
+    }
+}
+
+/// A field value on its way to JSON.
+pub(crate) enum Mapped {
+    Json(serde_json::Value),
+    /// The value is or contains an Unknown: the field becomes `"<<undefined>>"`.
+    Unknown,
+}
+
+/// Why mapping one resource failed or stopped.
+pub(crate) enum Stop {
+    /// The resource is dropped silently (Unknown id or agent) or on request (`managed=false`).
+    Ignore,
+    /// An error that fails the export.
+    Error(Diagnostic),
+}
+
+pub(crate) fn error_at(kind: ErrorKind, message: String, location: Option<Location>) -> Diagnostic {
+    let diagnostic = Diagnostic::error(kind, codes::EXPORT_ERROR, message);
+    match location {
+        Some(location) => diagnostic.at(location, "this resource"),
+        None => diagnostic,
+    }
+}
+
+struct Exporter<'m> {
+    model: &'m Model,
+    module_dirs: &'m HashMap<String, PathBuf>,
+    graph: ResourceGraph,
+    warnings: Vec<Diagnostic>,
+    /// The resource of each exported instance.
+    resource_of: HashMap<u32, usize>,
+    /// The instance each resource was made from.
+    instance_of: Vec<u32>,
+    /// Resources by the text of their id: the reference compares ids as text, so an agent
+    /// `a,name=b` with name `c` is the same id as agent `a` with name `b,name=c`.
+    by_id: HashMap<String, usize>,
+}
+
+impl<'m> Exporter<'m> {
+    fn new(model: &'m Model, module_dirs: &'m HashMap<String, PathBuf>) -> Self {
+        Exporter {
+            model,
+            module_dirs,
+            graph: ResourceGraph::default(),
+            warnings: Vec::new(),
+            resource_of: HashMap::new(),
+            instance_of: Vec::new(),
+            by_id: HashMap::new(),
+        }
+    }
+
+    fn run(&mut self) -> Result<(), Diagnostic> {
+        let program = self.model.program();
+        let registered = types::registered(self.module_dirs, &|name| program.entity_by_name(name).is_some());
+        let mut ignored = HashSet::new();
+        for registration in &registered {
+            let Some(entity) = program.entity_by_name(&registration.name) else { continue };
+            let instances = self.model.instances_of(entity);
+            let Some(ty) = types::native(&registration.name) else {
+                if let Some(&first) = instances.first() {
+                    return Err(unsupported_type(registration, self.model.location_of(first)));
+                }
+                continue;
+            };
+            for instance in instances {
+                match self.map_resource(ty, instance) {
+                    Ok(resource) => self.add(resource, instance)?,
+                    Err(Stop::Ignore) => {
+                        ignored.insert(instance);
+                    }
+                    Err(Stop::Error(diagnostic)) => return Err(diagnostic),
+                }
+            }
+        }
+        self.check_resource_sets()?;
+        self.convert_requires(&ignored);
+        fs::dir_before_file(self)?;
+        for resource in &mut self.graph.resources {
+            resource.requires.sort_unstable();
+            resource.requires.dedup();
+        }
+        self.check_cycles()
+    }
+
+    /// Builds one resource: its id, then every field.
+    fn map_resource(&mut self, ty: &ResourceType, instance: u32) -> Result<(Resource, Vec<(String, Vec<u8>)>), Stop> {
+        let model = self.model;
+        let location = model.location_of(instance);
+        let agent = self.agent_of(ty, instance, location)?;
+        let id_value = match values::map_field(model, ty, ty.id_attribute, instance, None)? {
+            Mapped::Unknown => return Err(Stop::Ignore),
+            Mapped::Json(json) => values::python_str(&json),
+        };
+        let id = ResourceId {
+            entity_type: ty.name.to_string(),
+            agent,
+            attribute: ty.id_attribute.to_string(),
+            value: id_value,
+        };
+        let mut collector = values::ReferenceCollector::new(id.to_string());
+        let mut fields = serde_json::Map::new();
+        let mut undefined = false;
+        let mut files = Vec::new();
+        for &(name, getter) in ty.fields {
+            if matches!(getter, Getter::References | Getter::Mutators) {
+                continue;
+            }
+            let mapped = match getter {
+                Getter::FileHash => match fs::file_content(model, instance, location)? {
+                    Some(content) => {
+                        let hash = fs::sha1_hex(content.as_bytes());
+                        files.push((hash.clone(), content.into_bytes()));
+                        Mapped::Json(serde_json::Value::String(hash))
+                    }
+                    None if matches!(model.read(instance, "content"), Read::Value(Value::Unknown)) => Mapped::Unknown,
+                    None => Mapped::Json(serde_json::Value::Null),
+                },
+                _ => values::map_field(model, ty, name, instance, Some(&mut collector))?,
+            };
+            let json = match mapped {
+                Mapped::Json(json) => json,
+                Mapped::Unknown => {
+                    undefined = true;
+                    serde_json::Value::String(crate::graph::UNDEFINED.to_string())
+                }
+            };
+            fields.insert(name.to_string(), json);
+        }
+        let (references, mutators) = collector.finish();
+        fields.insert("references".to_string(), serde_json::Value::Array(references));
+        fields.insert("mutators".to_string(), serde_json::Value::Array(mutators));
+        Ok((Resource { id, fields, requires: Vec::new(), undefined }, files))
+    }
+
+    /// Follows the type's agent path (`host.name`) from the instance; the first element of a
+    /// list on the way is taken, as the reference does.
+    fn agent_of(&self, ty: &ResourceType, instance: u32, location: Option<Location>) -> Result<String, Stop> {
+        let model = self.model;
+        let mut current = Value::Instance(instance);
+        for (n, step) in ty.agent.split('.').enumerate() {
+            if let Value::List(items) = &current {
+                current = items.first().cloned().unwrap_or(Value::Null);
+            }
+            let path = ty.agent.split('.').take(n + 1).collect::<Vec<_>>().join(".");
+            let read = match &current {
+                Value::Instance(i) => model.read(*i, step),
+                Value::Unknown => return Err(Stop::Ignore),
+                _ => Read::Missing,
+            };
+            current = match read {
+                Read::Value(Value::Unknown) => return Err(Stop::Ignore),
+                Read::Value(Value::Reference(_)) => {
+                    return Err(Stop::Error(error_at(
+                        ErrorKind::ResourceException,
+                        format!(
+                            "Encountered reference in resource's agent attribute. Agent attribute values can not be \
+                             references. Encountered at attribute '{path}' of resource instance {}",
+                            model.display(&Value::Instance(instance))
+                        ),
+                        location,
+                    )));
+                }
+                Read::Value(value) => value,
+                Read::Missing | Read::NoValue => {
+                    return Err(Stop::Error(error_at(
+                        ErrorKind::CompilerException,
+                        format!(
+                            "Unable to get the name of agent {} belongs to. In path {}, '{step}' does not exist",
+                            model.display(&Value::Instance(instance)),
+                            ty.agent
+                        ),
+                        location,
+                    )));
+                }
+            };
+        }
+        match current {
+            Value::Str(s) => Ok(s.to_string()),
+            other => Err(Stop::Error(error_at(
+                ErrorKind::ResourceException,
+                format!(
+                    "The agent attribute should lead to a string, got {} of type <class '{}'>",
+                    model.display(&other),
+                    values::python_class(&other)
+                ),
+                location,
+            ))),
+        }
+    }
+
+    fn add(&mut self, (resource, files): (Resource, Vec<(String, Vec<u8>)>), instance: u32) -> Result<(), Diagnostic> {
+        let text = resource.id.to_string();
+        if self.by_id.contains_key(&text) {
+            return Err(error_at(
+                ErrorKind::CompilerException,
+                format!("Resource {} exists more than once in the configuration model", resource.id),
+                self.model.location_of(instance),
+            ));
+        }
+        let index = self.graph.resources.len();
+        self.by_id.insert(text, index);
+        self.resource_of.insert(instance, index);
+        self.instance_of.push(instance);
+        self.graph.resources.push(resource);
+        self.graph.files.extend(files);
+        Ok(())
+    }
+
+    /// `std::ResourceSet`: a resource may be in one set only.
+    fn check_resource_sets(&mut self) -> Result<(), Diagnostic> {
+        let model = self.model;
+        let Some(entity) = model.program().entity_by_name("std::ResourceSet") else { return Ok(()) };
+        let mut set_of: HashMap<usize, String> = HashMap::new();
+        for set in model.instances_of(entity) {
+            let name = match model.read(set, "name") {
+                Read::Value(value) => model.display(&value),
+                _ => continue,
+            };
+            let Read::Value(Value::List(members)) = model.read(set, "resources") else { continue };
+            for member in members.iter() {
+                let Value::Instance(i) = member else { continue };
+                match self.resource_of.get(i) {
+                    Some(&r) => {
+                        let id = self.graph.resources[r].id.to_string();
+                        if let Some(previous) = set_of.get(&r).filter(|p| **p != name) {
+                            return Err(error_at(
+                                ErrorKind::CompilerException,
+                                format!(
+                                    "resource '{id}' can not be part of multiple ResourceSets: {previous} and {name}"
+                                ),
+                                model.location_of(set),
+                            ));
+                        }
+                        set_of.insert(r, name.clone());
+                    }
+                    None => self.warn(
+                        format!(
+                            "resource {} is part of ResourceSet {name} but will not be exported.",
+                            model.display(member)
+                        ),
+                        model.location_of(set),
+                    ),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Keeps the direct members of each instance's `requires` that are exported resources.
+    fn convert_requires(&mut self, ignored: &HashSet<u32>) {
+        let model = self.model;
+        for index in 0..self.graph.resources.len() {
+            let instance = self.instance_of[index];
+            let initial: Vec<u32> = match model.read(instance, "requires") {
+                Read::Value(Value::List(items)) => items
+                    .iter()
+                    .filter_map(|v| match v {
+                        Value::Instance(i) => Some(*i),
+                        _ => None,
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            };
+            let requires: Vec<usize> = initial.iter().filter_map(|i| self.resource_of.get(i).copied()).collect();
+            if requires.is_empty() {
+                let dropped: Vec<u32> = initial.into_iter().filter(|i| !ignored.contains(i)).collect();
+                if !dropped.is_empty() {
+                    let names: Vec<String> = dropped.iter().map(|&i| model.display(&Value::Instance(i))).collect();
+                    self.warn(
+                        format!(
+                            "The resource {} had requirements before flattening, but not after flattening. Initial set \
+                             was [{}]. Perhaps provides relation is not wired through correctly?",
+                            self.graph.resources[index].id,
+                            names.join(", ")
+                        ),
+                        model.location_of(instance),
+                    );
+                }
+            }
+            self.graph.resources[index].requires = requires;
+        }
+    }
+
+    /// Rejects a cycle in `requires`, naming its members as the reference does.
+    fn check_cycles(&self) -> Result<(), Diagnostic> {
+        let resources = &self.graph.resources;
+        // 0 = not visited, 1 = on the current path, 2 = done.
+        let mut state = vec![0u8; resources.len()];
+        for start in 0..resources.len() {
+            if state[start] != 0 {
+                continue;
+            }
+            // An explicit stack of (resource, next requirement to visit): deep chains must not
+            // overflow the thread's stack.
+            let mut stack: Vec<(usize, usize)> = vec![(start, 0)];
+            state[start] = 1;
+            while let Some(&mut (node, ref mut next)) = stack.last_mut() {
+                if let Some(&dep) = resources[node].requires.get(*next) {
+                    *next += 1;
+                    match state[dep] {
+                        0 => {
+                            state[dep] = 1;
+                            stack.push((dep, 0));
+                        }
+                        1 => {
+                            let at = stack.iter().position(|&(n, _)| n == dep).unwrap_or(0);
+                            let cycle: Vec<String> =
+                                stack[at..].iter().map(|&(n, _)| resources[n].id.to_string()).collect();
+                            let location = self.model.location_of(self.instance_of[dep]);
+                            let diagnostic = Diagnostic::error(
+                                ErrorKind::DependencyCycleException,
+                                codes::EXPORT_CYCLE,
+                                format!("Cycle in dependencies: [{}]", cycle.join(", ")),
+                            );
+                            return Err(match location {
+                                Some(l) => diagnostic.at(l, "this resource is part of the cycle"),
+                                None => diagnostic,
+                            });
+                        }
+                        _ => {}
+                    }
+                } else {
+                    state[node] = 2;
+                    stack.pop();
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn warn(&mut self, message: String, location: Option<Location>) {
+        let diagnostic = Diagnostic::warning(ErrorKind::CompilerRuntimeWarning, codes::W_EXPORT, message);
+        self.warnings.push(match location {
+            Some(l) => diagnostic.at(l, "here"),
+            None => diagnostic,
+        });
+    }
+}
+
+fn unsupported_type(registration: &types::Registration, location: Option<Location>) -> Diagnostic {
+    let diagnostic = Diagnostic::error(
+        ErrorKind::CompilerException,
+        codes::EXPORT_UNSUPPORTED,
+        format!(
+            "resource type {} is registered by the Python code of module {} ({}), and weft has no native \
+             implementation of its export",
+            registration.name,
+            registration.module,
+            registration.source.display()
+        ),
+    )
+    .with_help(format!("weft exports these resource types natively: {}", types::native_names().join(", ")));
+    match location {
+        Some(l) => diagnostic.at(l, "an instance of it is created here"),
+        None => diagnostic,
+    }
+}
+
+/// Whether a path lies inside a directory tree a module's Python sources live in.
+fn is_python_source(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "py")
+}

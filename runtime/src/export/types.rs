@@ -1,0 +1,243 @@
+//! Which entity types are resources, and how their fields are mapped.
+//!
+//! In the reference a module's Python code registers resource types with
+//! `@resource("<entity>", agent="<path>", id_attribute="<name>")` on a class whose `fields`
+//! (merged with its bases') lists what is exported, each read with a `get_<field>` method when
+//! the class has one. weft reads the registrations from the modules' sources (so a type is a
+//! resource exactly when the reference's would be) and carries a native table of the types it
+//! implements, the methods written in Rust.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// How one field gets its value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Getter {
+    /// The instance attribute of the same name.
+    Attr,
+    /// `Resource.get_send_event`: the attribute, `false` when the entity has none.
+    SendEvent,
+    /// `Resource.get_receive_events`: the attribute, `true` when the entity has none.
+    ReceiveEvents,
+    /// `Resource.get_report_only`: the attribute, `false` when the entity has none.
+    ReportOnly,
+    /// Filled by the export from the references found in the other fields.
+    References,
+    Mutators,
+    /// `ManagedResource.get_managed`: `managed=false` drops the resource.
+    Managed,
+    /// `std::AgentConfig.get_autostart`: always drops the resource (nothing to configure since
+    /// inmanta-core 15).
+    IgnoreResource,
+    /// `fs::File.get_hash`: the sha1 of the content (with prefix content), stored in the file
+    /// store; `null` when the content is a reference.
+    FileHash,
+    /// `fs::File.get_content`: the content only when it is a reference.
+    FileContent,
+    /// `fs::*.get_permissions`: `int(mode)`, or `null`.
+    Permissions,
+    /// `mitogen::abc.Resource.get_via`: the serialized mitogen context of the resource.
+    Via,
+}
+
+/// A resource type weft exports natively.
+#[derive(Debug)]
+pub(crate) struct ResourceType {
+    pub name: &'static str,
+    /// The attribute path to the agent name, e.g. `host.name`.
+    pub agent: &'static str,
+    pub id_attribute: &'static str,
+    pub fields: &'static [(&'static str, Getter)],
+}
+
+use Getter::*;
+
+/// A type's own fields, then those of `inmanta.resources.PurgeableResource` and `Resource`
+/// (every native type is purgeable).
+macro_rules! fields {
+    ($($extra:expr),* $(,)?) => {
+        &[
+            $($extra,)*
+            ("purged", Attr),
+            ("purge_on_delete", Attr),
+            ("send_event", SendEvent),
+            ("receive_events", ReceiveEvents),
+            ("report_only", ReportOnly),
+            ("references", References),
+            ("mutators", Mutators),
+        ]
+    };
+}
+
+const NATIVE: &[ResourceType] = &[
+    ResourceType {
+        name: "std::testing::NullResource",
+        agent: "agentname",
+        id_attribute: "name",
+        fields: fields!(
+            ("name", Attr),
+            ("agentname", Attr),
+            ("value", Attr),
+            ("int_value", Attr),
+            ("fail", Attr),
+            ("managed", Managed)
+        ),
+    },
+    ResourceType {
+        name: "std::AgentConfig",
+        agent: "agent",
+        id_attribute: "agentname",
+        fields: fields!(("agentname", Attr), ("uri", Attr), ("autostart", IgnoreResource)),
+    },
+    ResourceType {
+        name: "fs::File",
+        agent: "host.name",
+        id_attribute: "path",
+        fields: fields!(
+            ("path", Attr),
+            ("owner", Attr),
+            ("hash", FileHash),
+            ("content", FileContent),
+            ("group", Attr),
+            ("permissions", Permissions),
+            ("via", Via)
+        ),
+    },
+    ResourceType {
+        name: "fs::Directory",
+        agent: "host.name",
+        id_attribute: "path",
+        fields: fields!(("path", Attr), ("owner", Attr), ("group", Attr), ("permissions", Permissions), ("via", Via)),
+    },
+    ResourceType {
+        name: "fs::Symlink",
+        agent: "host.name",
+        id_attribute: "dst",
+        fields: fields!(("src", Attr), ("dst", Attr), ("via", Via)),
+    },
+    ResourceType {
+        name: "exec::Run",
+        agent: "host.name",
+        id_attribute: "command",
+        fields: fields!(
+            ("command", Attr),
+            ("creates", Attr),
+            ("cwd", Attr),
+            ("environment", Attr),
+            ("onlyif", Attr),
+            ("path", Attr),
+            ("reload", Attr),
+            ("reload_only", Attr),
+            ("returns", Attr),
+            ("timeout", Attr),
+            ("unless", Attr),
+            ("skip_on_fail", Attr),
+            ("via", Via)
+        ),
+    },
+];
+
+pub(crate) fn native(name: &str) -> Option<&'static ResourceType> {
+    NATIVE.iter().find(|t| t.name == name)
+}
+
+pub(crate) fn native_names() -> Vec<&'static str> {
+    NATIVE.iter().map(|t| t.name).collect()
+}
+
+/// A `@resource` registration found in a module's Python code.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Registration {
+    pub name: String,
+    pub module: String,
+    pub source: PathBuf,
+}
+
+/// The resource types registered by the modules, std's first (it is always loaded), then
+/// each module's in name order, each module's in source order. Only entity types the model
+/// defines matter (`defined`), and the scan of a module stops there.
+pub(crate) fn registered(module_dirs: &HashMap<String, PathBuf>, defined: &dyn Fn(&str) -> bool) -> Vec<Registration> {
+    let mut out: Vec<Registration> = ["std::testing::NullResource", "std::AgentConfig"]
+        .into_iter()
+        .map(|name| Registration { name: name.to_string(), module: "std".to_string(), source: PathBuf::from("<std>") })
+        .collect();
+    let mut modules: Vec<(&String, &PathBuf)> = module_dirs.iter().filter(|(m, _)| m.as_str() != "std").collect();
+    modules.sort();
+    for (module, dir) in modules {
+        let mut sources = Vec::new();
+        python_sources(dir, 0, &mut sources);
+        sources.sort();
+        for source in sources {
+            let Ok(text) = std::fs::read_to_string(&source) else { continue };
+            for name in registered_in_source(&text) {
+                if defined(&name) && !out.iter().any(|r| r.name == name) {
+                    out.push(Registration { name, module: module.clone(), source: source.clone() });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The Python files of a module: its `plugins/` (v1) or its package directory (v2), without
+/// the model, templates and files.
+fn python_sources(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
+    if depth > 6 {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.filter_map(Result::ok) {
+        let path = entry.path();
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let Ok(kind) = entry.file_type() else { continue };
+        if kind.is_dir() {
+            if !matches!(name.as_ref(), "model" | "templates" | "files" | "__pycache__" | "tests" | "docs")
+                && !name.starts_with('.')
+            {
+                python_sources(&path, depth + 1, out);
+            }
+        } else if kind.is_file() && super::is_python_source(&path) {
+            out.push(path);
+        }
+    }
+}
+
+/// The entity names registered by `@resource("…")` / `@inmanta.resources.resource("…")`
+/// decorators in a Python source text.
+pub fn registered_in_source(text: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    for line in text.lines() {
+        let line = line.trim_start();
+        let Some(decorator) = line.strip_prefix('@') else { continue };
+        let Some(open) = decorator.find('(') else { continue };
+        let callee = decorator[..open].trim();
+        if callee != "resource" && !callee.ends_with(".resource") {
+            continue;
+        }
+        let argument = decorator[open + 1..].trim_start();
+        let Some(quote) = argument.chars().next().filter(|c| *c == '"' || *c == '\'') else { continue };
+        if let Some(end) = argument[1..].find(quote) {
+            names.push(argument[1..1 + end].to_string());
+        }
+    }
+    names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_resource_decorators() {
+        let text = r#"
+@resource("std::testing::NullResource", agent="agentname", id_attribute="name")
+class Null: pass
+@inmanta.resources.resource('fs::File', agent="host.name", id_attribute="path")
+class File: pass
+@provider("fs::File", name="x")
+@reference("std::Environment")
+"#;
+        assert_eq!(registered_in_source(text), vec!["std::testing::NullResource", "fs::File"]);
+    }
+}

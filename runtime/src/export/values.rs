@@ -1,0 +1,442 @@
+//! Field values: from the model's values to the export's JSON, with references moved out.
+
+use std::sync::Arc;
+
+use md5::{Digest, Md5};
+use serde_json::{Map, Value as Json};
+use weft_ir::ErrorKind;
+use weft_ir::value::{Reference, Value, float_repr};
+
+use super::types::{Getter, ResourceType};
+use super::{Mapped, Model, Read, Stop, error_at};
+
+/// Maps field `name` of a resource instance: the type's getter, then the conversion to JSON.
+/// Without a collector (the id attribute), a reference is an error.
+pub(crate) fn map_field(
+    model: &Model,
+    ty: &ResourceType,
+    name: &str,
+    instance: u32,
+    collector: Option<&mut ReferenceCollector>,
+) -> Result<Mapped, Stop> {
+    let getter = ty.fields.iter().find(|(field, _)| *field == name).map_or(Getter::Attr, |(_, g)| *g);
+    let location = model.location_of(instance);
+    let failed = |cause: String| {
+        Stop::Error(error_at(
+            ErrorKind::ExternalException,
+            format!("Failed to get attribute '{name}' for export on '{}': {cause}", ty.name),
+            location,
+        ))
+    };
+    let value = match getter {
+        Getter::Attr => match model.read(instance, name) {
+            Read::Value(value) => value,
+            Read::Missing => {
+                return Err(Stop::Error(error_at(
+                    ErrorKind::NotFoundException,
+                    format!(
+                        "could not find attribute with name: {name} in type {}",
+                        model.program().entity(model.entity_of(instance)).name
+                    ),
+                    location,
+                )));
+            }
+            Read::NoValue => {
+                return Err(Stop::Error(error_at(
+                    ErrorKind::OptionalValueException,
+                    format!(
+                        "Optional variable accessed that has no value (attribute `{name}` of `{}`)",
+                        model.display(&Value::Instance(instance))
+                    ),
+                    location,
+                )));
+            }
+        },
+        Getter::SendEvent | Getter::ReportOnly | Getter::ReceiveEvents => match model.read(instance, name) {
+            Read::Value(value) => value,
+            _ => Value::Bool(getter == Getter::ReceiveEvents),
+        },
+        Getter::Managed => match model.read(instance, name) {
+            Read::Value(Value::Bool(false)) => return Err(Stop::Ignore),
+            Read::Value(value) => value,
+            _ => return Err(failed(format!("'{}' object has no attribute 'managed'", ty.name))),
+        },
+        Getter::IgnoreResource => return Err(Stop::Ignore),
+        Getter::FileContent => match model.read(instance, "content") {
+            Read::Value(value @ Value::Reference(_)) => value,
+            _ => Value::Null,
+        },
+        Getter::Permissions => match model.read(instance, "mode") {
+            Read::Value(Value::Null) => Value::Null,
+            Read::Value(Value::Unknown) => Value::Unknown,
+            Read::Value(value @ (Value::Int(_) | Value::BigInt(_))) => value,
+            Read::Value(Value::Float(f)) if f.is_finite() => Value::Int(f.trunc() as i64),
+            Read::Value(other) => {
+                return Err(failed(format!(
+                    "int() argument must be a string or a number, not '{}'",
+                    python_class(&other)
+                )));
+            }
+            _ => return Err(failed("'mode' is not an attribute of this entity".to_string())),
+        },
+        Getter::Via => super::fs::via_context(model, instance).map_err(failed)?,
+        Getter::FileHash | Getter::References | Getter::Mutators => Value::Null,
+    };
+    let converted = match collector {
+        Some(collector) => collector.collect(model, &value, name.to_string()),
+        None => {
+            if matches!(value, Value::Reference(_)) {
+                return Err(Stop::Error(error_at(
+                    ErrorKind::ResourceException,
+                    format!(
+                        "Encountered reference in resource's id attribute. Id attribute values can not be references. \
+                         Encountered at attribute '{name}' of resource instance {}",
+                        model.display(&Value::Instance(instance))
+                    ),
+                    location,
+                )));
+            }
+            ReferenceCollector::new(String::new()).collect(model, &value, name.to_string())
+        }
+    };
+    converted.map_err(failed)
+}
+
+/// Collects the references of one resource: the references themselves (each once, by id)
+/// and a `core::Replace` mutator for every place a field holds one.
+pub(crate) struct ReferenceCollector {
+    resource_id: String,
+    references: Vec<(String, Json)>,
+    mutators: Vec<Json>,
+}
+
+impl ReferenceCollector {
+    pub(crate) fn new(resource_id: String) -> Self {
+        ReferenceCollector { resource_id, references: Vec::new(), mutators: Vec::new() }
+    }
+
+    /// The `references` and `mutators` fields.
+    pub(crate) fn finish(self) -> (Vec<Json>, Vec<Json>) {
+        (self.references.into_iter().map(|(_, model)| model).collect(), self.mutators)
+    }
+
+    /// Converts a value at `path` (`value`, `value[0]`, `value.'key'`), replacing references
+    /// by `null`. An error is the reason, in the reference's words.
+    pub(crate) fn collect(&mut self, model: &Model, value: &Value, path: String) -> Result<Mapped, String> {
+        Ok(match value {
+            Value::Null => Mapped::Json(Json::Null),
+            Value::Bool(b) => Mapped::Json(Json::Bool(*b)),
+            Value::Int(i) => Mapped::Json(Json::from(*i)),
+            Value::BigInt(i) => {
+                return Err(format!("the integer {i} at path {path} is too large for weft's JSON export"));
+            }
+            Value::Float(f) => match serde_json::Number::from_f64(*f) {
+                Some(n) => Mapped::Json(Json::Number(n)),
+                None => return Err(format!("the float {} at path {path} is not valid JSON", float_repr(*f))),
+            },
+            Value::Str(s) => Mapped::Json(Json::String(s.to_string())),
+            Value::List(items) => {
+                let mut out = Vec::with_capacity(items.len());
+                for (i, item) in items.iter().enumerate() {
+                    match self.collect(model, item, format!("{path}[{i}]"))? {
+                        Mapped::Json(json) => out.push(json),
+                        Mapped::Unknown => return Ok(Mapped::Unknown),
+                    }
+                }
+                Mapped::Json(Json::Array(out))
+            }
+            Value::Dict(entries) => {
+                let mut out = Map::new();
+                for (key, item) in entries.iter() {
+                    let escaped = key.replace('\'', "\\'");
+                    match self.collect(model, item, format!("{path}.'{escaped}'"))? {
+                        Mapped::Json(json) => {
+                            out.insert(key.to_string(), json);
+                        }
+                        Mapped::Unknown => return Ok(Mapped::Unknown),
+                    }
+                }
+                Mapped::Json(Json::Object(out))
+            }
+            Value::Unknown => Mapped::Unknown,
+            Value::Instance(_) => {
+                return Err(format!("{} in resource is not JSON serializable at path {path}", model.display(value)));
+            }
+            Value::Reference(reference) => {
+                let id = self.add_reference(reference)?;
+                self.mutators.push(serde_json::json!({
+                    "type": "core::Replace",
+                    "args": [
+                        {"type": "resource", "name": "resource", "id": self.resource_id},
+                        {"type": "reference", "name": "value", "id": id},
+                        {"type": "literal", "name": "destination", "value": path},
+                    ],
+                }));
+                Mapped::Json(Json::Null)
+            }
+        })
+    }
+
+    /// Records a reference and, after it, the references among its arguments; returns its id.
+    fn add_reference(&mut self, reference: &Arc<Reference>) -> Result<String, String> {
+        let (id, serialized) = serialize_reference(reference, 0)?;
+        if !self.references.iter().any(|(known, _)| *known == id) {
+            self.references.push((id.clone(), serialized));
+        }
+        for (_, argument) in &reference.args {
+            self.add_nested(argument)?;
+        }
+        Ok(id)
+    }
+
+    fn add_nested(&mut self, value: &Value) -> Result<(), String> {
+        match value {
+            Value::Reference(r) => {
+                self.add_reference(r)?;
+            }
+            Value::List(items) => items.iter().try_for_each(|v| self.add_nested(v))?,
+            Value::Dict(entries) => entries.iter().try_for_each(|(_, v)| self.add_nested(v))?,
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// The registered type of a reference class (`@reference("std::Environment")`).
+fn reference_type(reference: &Reference) -> Result<&'static str, String> {
+    match (reference.module.as_str(), reference.class.as_str()) {
+        ("inmanta_plugins.std", "EnvironmentReference") => Ok("std::Environment"),
+        ("inmanta_plugins.std", "IntReference") => Ok("std::IntReference"),
+        ("inmanta_plugins.std", "FactReference") => Ok("std::FactReference"),
+        (module, class) => Err(format!("the reference class {module}.{class} is not known to weft's export")),
+    }
+}
+
+/// The reference's `ReferenceModel`: `{"type", "args", "id"}`, with the id computed as the
+/// reference computes it (a name-based uuid3 of the md5 of its sorted JSON).
+fn serialize_reference(reference: &Reference, depth: usize) -> Result<(String, Json), String> {
+    if depth > 64 {
+        return Err("references nested more than 64 deep".to_string());
+    }
+    let ty = reference_type(reference)?;
+    let mut args = Vec::with_capacity(reference.args.len());
+    for (name, value) in &reference.args {
+        let argument = match value {
+            Value::Null | Value::Bool(_) | Value::Int(_) | Value::Float(_) | Value::Str(_) => {
+                serde_json::json!({"type": "literal", "name": name, "value": plain_json(value)?})
+            }
+            Value::Reference(inner) => {
+                let (id, _) = serialize_reference(inner, depth + 1)?;
+                serde_json::json!({"type": "reference", "name": name, "id": id})
+            }
+            Value::List(_) | Value::Dict(_) => {
+                let mut replacements = Vec::new();
+                let cleaned = mutated_json(value, "$".to_string(), &mut replacements, depth)?;
+                if replacements.is_empty() {
+                    serde_json::json!({"type": "json", "name": name, "value": cleaned})
+                } else {
+                    let references: Map<String, Json> = replacements
+                        .into_iter()
+                        .map(|(path, id)| {
+                            let argument = serde_json::json!({"type": "reference", "name": path, "id": id});
+                            (path, argument)
+                        })
+                        .collect();
+                    serde_json::json!({"type": "mjson", "name": name, "value": cleaned, "references": references})
+                }
+            }
+            other => return Err(format!("Unable to serialize argument `{name}` of a reference with value {other:?}")),
+        };
+        args.push(argument);
+    }
+    let hashed = python_dumps_sorted(&serde_json::json!({"type": ty, "args": args}));
+    let id = uuid3_oid(&Md5::digest(hashed.as_bytes()));
+    Ok((id.clone(), serde_json::json!({"type": ty, "args": args, "id": id})))
+}
+
+/// A JSON argument of a reference with the references inside it replaced by `null`, and
+/// their paths.
+fn mutated_json(value: &Value, path: String, out: &mut Vec<(String, String)>, depth: usize) -> Result<Json, String> {
+    Ok(match value {
+        Value::List(items) => Json::Array(
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, v)| mutated_json(v, format!("{path}[{i}]"), out, depth))
+                .collect::<Result<_, _>>()?,
+        ),
+        Value::Dict(entries) => Json::Object(
+            entries
+                .iter()
+                .map(|(k, v)| {
+                    let escaped = k.replace('\'', "\\'");
+                    Ok((k.to_string(), mutated_json(v, format!("{path}.'{escaped}'"), out, depth)?))
+                })
+                .collect::<Result<_, String>>()?,
+        ),
+        Value::Reference(inner) => {
+            out.push((path, serialize_reference(inner, depth + 1)?.0));
+            Json::Null
+        }
+        other => plain_json(other)?,
+    })
+}
+
+fn plain_json(value: &Value) -> Result<Json, String> {
+    Ok(match value {
+        Value::Null => Json::Null,
+        Value::Bool(b) => Json::Bool(*b),
+        Value::Int(i) => Json::from(*i),
+        Value::Float(f) => serde_json::Number::from_f64(*f).map(Json::Number).ok_or("a float that is not JSON")?,
+        Value::Str(s) => Json::String(s.to_string()),
+        other => return Err(format!("{other:?} is not a JSON value")),
+    })
+}
+
+/// `uuid.uuid3(uuid.NAMESPACE_OID, name)` for a bytes name.
+fn uuid3_oid(name: &[u8]) -> String {
+    const NAMESPACE_OID: [u8; 16] =
+        [0x6b, 0xa7, 0xb8, 0x12, 0x9d, 0xad, 0x11, 0xd1, 0x80, 0xb4, 0x00, 0xc0, 0x4f, 0xd4, 0x30, 0xc8];
+    let mut hasher = Md5::new();
+    hasher.update(NAMESPACE_OID);
+    hasher.update(name);
+    let mut bytes: [u8; 16] = hasher.finalize().into();
+    bytes[6] = (bytes[6] & 0x0f) | 0x30;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!("{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32])
+}
+
+/// Python's `json.dumps(value, sort_keys=True)`: `", "` and `": "` separators, ASCII only.
+pub(crate) fn python_dumps_sorted(value: &Json) -> String {
+    let mut out = String::new();
+    dump(value, &mut out);
+    out
+}
+
+fn dump(value: &Json, out: &mut String) {
+    match value {
+        Json::Null => out.push_str("null"),
+        Json::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Json::Number(n) => match n.as_f64().filter(|_| n.is_f64()) {
+            Some(f) => out.push_str(&float_repr(f)),
+            None => out.push_str(&n.to_string()),
+        },
+        Json::String(s) => dump_str(s, out),
+        Json::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                dump(item, out);
+            }
+            out.push(']');
+        }
+        Json::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                dump_str(key, out);
+                out.push_str(": ");
+                dump(&map[key], out);
+            }
+            out.push('}');
+        }
+    }
+}
+
+fn dump_str(s: &str, out: &mut String) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            c if (c as u32) < 0x20 || (c as u32) > 0x7e => {
+                let mut units = [0u16; 2];
+                for unit in c.encode_utf16(&mut units) {
+                    out.push_str(&format!("\\u{unit:04x}"));
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// Python's `str()` of a field value, for the id.
+pub(crate) fn python_str(value: &Json) -> String {
+    match value {
+        Json::String(s) => s.clone(),
+        other => python_repr(other),
+    }
+}
+
+fn python_repr(value: &Json) -> String {
+    match value {
+        Json::Null => "None".to_string(),
+        Json::Bool(true) => "True".to_string(),
+        Json::Bool(false) => "False".to_string(),
+        Json::Number(n) => match n.as_f64().filter(|_| n.is_f64()) {
+            Some(f) => float_repr(f),
+            None => n.to_string(),
+        },
+        Json::String(s) => weft_ir::value::str_repr(s),
+        Json::Array(items) => format!("[{}]", items.iter().map(python_repr).collect::<Vec<_>>().join(", ")),
+        Json::Object(map) => format!(
+            "{{{}}}",
+            map.iter()
+                .map(|(k, v)| format!("{}: {}", weft_ir::value::str_repr(k), python_repr(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+/// The Python class name of a value, as `type(x)` shows it.
+pub(crate) fn python_class(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "NoneType",
+        Value::Bool(_) => "bool",
+        Value::Int(_) | Value::BigInt(_) => "int",
+        Value::Float(_) => "float",
+        Value::Str(_) => "str",
+        Value::List(_) => "list",
+        Value::Dict(_) => "dict",
+        Value::Instance(_) => "inmanta.execute.proxy.DynamicProxy",
+        Value::Unknown => "inmanta.execute.util.Unknown",
+        Value::Reference(_) => "inmanta.references.Reference",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reference_ids_match_the_reference_compiler() {
+        // Recorded from inmanta-core 18.0.1: std::create_environment_reference("SECRET_X").
+        let reference = Reference {
+            class: "EnvironmentReference".to_string(),
+            module: "inmanta_plugins.std".to_string(),
+            args: vec![("name".to_string(), Value::str("SECRET_X"))],
+        };
+        let (id, _) = serialize_reference(&reference, 0).unwrap();
+        assert_eq!(id, "b0be4a7a-9adc-3f7c-9f18-5513aff204da");
+    }
+
+    #[test]
+    fn dumps_like_python() {
+        let value = serde_json::json!({"b": [1, 2.5, "é\n"], "a": null});
+        assert_eq!(python_dumps_sorted(&value), r#"{"a": null, "b": [1, 2.5, "\u00e9\n"]}"#);
+    }
+}

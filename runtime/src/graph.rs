@@ -1,0 +1,191 @@
+//! The resource graph: what an evaluated model asks to deploy.
+//!
+//! [`crate::export`] builds it from an evaluated model; [`crate::apply`] deploys it. The two
+//! meet only here, and only through JSON-shaped data: a resource is the object the
+//! reference's `inmanta export -j` writes for it (every field, `references`, `mutators`), so
+//! a graph read back from an export file deploys exactly as one built in memory.
+//!
+//! Invariant: a reference's resolved value never appears in a graph. Fields that hold a
+//! reference are `null`, with a `core::Replace` mutator naming the reference by id; only the
+//! apply step, on the host, resolves it into a private copy of the fields.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde_json::{Map, Value as Json};
+
+/// A resource's identity without version: `type[agent,attribute=value]`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ResourceId {
+    /// The registered entity type, e.g. `fs::File`.
+    pub entity_type: String,
+    /// The agent that deploys it.
+    pub agent: String,
+    /// The identifying attribute's name, e.g. `path`.
+    pub attribute: String,
+    /// The identifying attribute's value, as Python's `str()` renders it.
+    pub value: String,
+}
+
+impl ResourceId {
+    /// The id with the version suffix, as in the `id` field of the export JSON.
+    pub fn with_version(&self, version: u64) -> String {
+        format!("{self},v={version}")
+    }
+
+    /// Parses `type[agent,attr=value]` with an optional `,v=N` suffix, as the reference's
+    /// `Id.parse_id` does.
+    pub fn parse(text: &str) -> Option<ResourceId> {
+        let text = match text.rfind("],v=") {
+            Some(at) if text[at + 4..].bytes().all(|b| b.is_ascii_digit()) && at + 4 < text.len() => &text[..=at],
+            _ => text,
+        };
+        let open = text.find('[')?;
+        let inner = text[open + 1..].strip_suffix(']')?;
+        let (agent, rest) = inner.split_once(',')?;
+        let (attribute, value) = rest.split_once('=')?;
+        let entity_type = &text[..open];
+        if entity_type.is_empty() || agent.is_empty() || attribute.is_empty() || value.is_empty() {
+            return None;
+        }
+        Some(ResourceId {
+            entity_type: entity_type.to_string(),
+            agent: agent.to_string(),
+            attribute: attribute.to_string(),
+            value: value.to_string(),
+        })
+    }
+}
+
+impl fmt::Display for ResourceId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}[{},{}={}]", self.entity_type, self.agent, self.attribute, self.value)
+    }
+}
+
+/// One resource of the graph.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Resource {
+    pub id: ResourceId,
+    /// Every field of the resource type, in the type's field order, including `references`
+    /// and `mutators`; an Unknown value is the string `"<<undefined>>"`.
+    pub fields: Map<String, Json>,
+    /// Indices (into [`ResourceGraph::resources`]) of the resources this one requires,
+    /// sorted and without duplicates.
+    pub requires: Vec<usize>,
+    /// Whether a field is Unknown: such a resource cannot be deployed (the reference's
+    /// `undefined` state); its dependents are skipped.
+    pub undefined: bool,
+}
+
+impl Resource {
+    /// A field's value, `None` when the type has no such field.
+    pub fn field(&self, name: &str) -> Option<&Json> {
+        self.fields.get(name)
+    }
+}
+
+/// The resources of a model and their `requires` edges (acyclic, checked by the export).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ResourceGraph {
+    /// The model version; 0 for a local export, as `inmanta export -j` without a server.
+    pub version: u64,
+    pub resources: Vec<Resource>,
+    /// File contents by their sha1 hash (the reference's file store): `fs::File` carries only
+    /// the hash of its content in its fields.
+    pub files: BTreeMap<String, Vec<u8>>,
+}
+
+/// The marker the reference writes for an Unknown field.
+pub const UNDEFINED: &str = "<<undefined>>";
+
+impl ResourceGraph {
+    /// The export JSON: an array with one object per resource, its fields followed by
+    /// `requires` (ids without version) and `id` (with version), as the reference writes it.
+    pub fn to_json(&self) -> Json {
+        let resources = self
+            .resources
+            .iter()
+            .map(|r| {
+                let mut object = r.fields.clone();
+                let requires = r.requires.iter().map(|&i| Json::String(self.resources[i].id.to_string())).collect();
+                object.insert("requires".to_string(), Json::Array(requires));
+                object.insert("id".to_string(), Json::String(r.id.with_version(self.version)));
+                Json::Object(object)
+            })
+            .collect();
+        Json::Array(resources)
+    }
+
+    /// Reads an export JSON back (from weft or from `inmanta export -j`). File contents are
+    /// not part of that format, so `files` is empty.
+    pub fn from_json(json: &Json) -> Result<ResourceGraph, String> {
+        let Json::Array(items) = json else {
+            return Err("an export file holds a JSON array of resources".to_string());
+        };
+        let mut graph = ResourceGraph::default();
+        let mut requires_text = Vec::with_capacity(items.len());
+        let mut by_id = std::collections::HashMap::with_capacity(items.len());
+        for (n, item) in items.iter().enumerate() {
+            let Json::Object(object) = item else {
+                return Err(format!("resource {n}: not a JSON object"));
+            };
+            let mut fields = object.clone();
+            let id_text = match fields.remove("id") {
+                Some(Json::String(s)) => s,
+                _ => return Err(format!("resource {n}: no `id` string")),
+            };
+            let id = ResourceId::parse(&id_text).ok_or_else(|| format!("resource {n}: malformed id `{id_text}`"))?;
+            if let Some(v) = id_text.rsplit_once(",v=").and_then(|(_, v)| v.parse().ok()) {
+                graph.version = v;
+            }
+            let requires = match fields.remove("requires") {
+                Some(Json::Array(list)) => list
+                    .into_iter()
+                    .map(|r| match r {
+                        Json::String(s) => Ok(s),
+                        other => Err(format!("resource {id}: requires holds {other}, not an id")),
+                    })
+                    .collect::<Result<Vec<_>, _>>()?,
+                None => Vec::new(),
+                Some(other) => return Err(format!("resource {id}: requires is {other}, not a list")),
+            };
+            let undefined = fields.values().any(|v| v.as_str() == Some(UNDEFINED));
+            if by_id.insert(id.clone(), graph.resources.len()).is_some() {
+                return Err(format!("resource {id} exists more than once"));
+            }
+            requires_text.push(requires);
+            graph.resources.push(Resource { id, fields, requires: Vec::new(), undefined });
+        }
+        for (n, requires) in requires_text.into_iter().enumerate() {
+            let mut indices = Vec::with_capacity(requires.len());
+            for text in requires {
+                let id = ResourceId::parse(&text).ok_or_else(|| format!("malformed id `{text}` in requires"))?;
+                let &target = by_id.get(&id).ok_or_else(|| {
+                    format!("resource {} requires {id}, which is not in the file", graph.resources[n].id)
+                })?;
+                indices.push(target);
+            }
+            indices.sort_unstable();
+            indices.dedup();
+            graph.resources[n].requires = indices;
+        }
+        Ok(graph)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_round_trip() {
+        let id = ResourceId::parse("fs::File[web-1,path=/etc/a=b],v=3").unwrap();
+        assert_eq!(id.entity_type, "fs::File");
+        assert_eq!(id.agent, "web-1");
+        assert_eq!(id.attribute, "path");
+        assert_eq!(id.value, "/etc/a=b");
+        assert_eq!(id.with_version(3), "fs::File[web-1,path=/etc/a=b],v=3");
+        assert_eq!(ResourceId::parse("no brackets"), None);
+    }
+}
