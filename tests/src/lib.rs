@@ -1,7 +1,9 @@
 //! Shared helpers for the end-to-end suites.
 
 pub mod compile;
+pub mod export;
 pub mod parser;
+pub mod realworld;
 
 use std::path::{Path, PathBuf};
 

@@ -3,84 +3,22 @@
 //! difference between weft's parser and the reference's.
 //!
 //! The modules are wheels on PyPI. `realworld/fetch.py` downloads them (once; they are
-//! cached in `realworld/.cache/`, which git ignores) and unpacks their model code. This test
-//! runs the fetcher only when the cache does not match the module list, so after the first
-//! run it needs neither the network nor Python.
+//! cached in `realworld/.cache/`, which git ignores) and unpacks their model code. The
+//! fetcher runs only when the cache does not match the module list (see
+//! `weft_tests::realworld`), so after the first run this needs neither the network nor Python.
 //!
 //! Set `WEFT_SKIP_NETWORK_TESTS=1` to skip the test where PyPI cannot be reached.
 
 use bumpalo::Bump;
 use std::collections::BTreeSet;
 use std::fs;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use weft_ir::{FileId, Interner, SourceFile};
+use weft_tests::realworld::{ensure_cache, network_tests_skipped, python_env, realworld_dir};
 
 /// How many `.cf` files the 33 modules of `modules.tsv` contain. Update it together with the
 /// list.
 const EXPECTED_CF_FILES: usize = 60;
-
-/// The file `fetch.py` writes last; it holds a copy of the module list it fetched.
-const STAMP: &str = "complete.stamp";
-
-fn realworld_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("realworld")
-}
-
-/// Whether the cache was completely fetched from the current module list.
-fn cache_is_current(list: &Path, cache: &Path) -> bool {
-    let (Ok(expected), Ok(stamp)) = (fs::read(list), fs::read(cache.join(STAMP))) else {
-        return false;
-    };
-    expected == stamp && cache.join("cf_files.txt").is_file()
-}
-
-/// Runs `fetch.py` unless the cache is current; panics with instructions when it fails. The
-/// tests of this file run in parallel, so the fetch happens once per process (and `fetch.py`
-/// takes a file lock for separate processes).
-fn ensure_cache(dir: &Path) -> PathBuf {
-    static FETCHED: std::sync::Mutex<Option<PathBuf>> = std::sync::Mutex::new(None);
-    let mut fetched = FETCHED.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    if let Some(cache) = fetched.as_ref() {
-        return cache.clone();
-    }
-    let cache = fetch_if_needed(dir);
-    *fetched = Some(cache.clone());
-    cache
-}
-
-fn fetch_if_needed(dir: &Path) -> PathBuf {
-    let list = dir.join("modules.tsv");
-    let cache = dir.join(".cache");
-    if cache_is_current(&list, &cache) {
-        return cache;
-    }
-    let fetcher = dir.join("fetch.py");
-    let how_to_fix = format!(
-        "To fix: make sure `python3 -m pip` works and https://pypi.org is reachable, then run\n    \
-         python3 {fetcher}\nby hand to see the problem. Where the network is not available, set \
-         WEFT_SKIP_NETWORK_TESTS=1 to skip this test.",
-        fetcher = fetcher.display()
-    );
-    let output = match Command::new("python3").arg(&fetcher).arg("--cache").arg(&cache).output() {
-        Ok(output) => output,
-        Err(e) => panic!("could not run `python3` to fetch the real-world modules: {e}\n{how_to_fix}"),
-    };
-    if !output.status.success() {
-        panic!(
-            "fetching the real-world modules failed ({status}):\n{stdout}{stderr}\n{how_to_fix}",
-            status = output.status,
-            stdout = String::from_utf8_lossy(&output.stdout),
-            stderr = String::from_utf8_lossy(&output.stderr),
-        );
-    }
-    assert!(
-        cache_is_current(&list, &cache),
-        "fetch.py succeeded but did not leave {STAMP} and cf_files.txt in {}",
-        cache.display()
-    );
-    cache
-}
 
 /// Every `.cf` file under `<cache>/<module>/model/`, relative to the cache and with `/` as
 /// separator, found by walking the directories rather than trusting `cf_files.txt`.
@@ -116,7 +54,7 @@ fn walk_cf_files(cache: &Path) -> BTreeSet<String> {
 
 #[test]
 fn every_realworld_module_parses_without_errors() {
-    if std::env::var_os("WEFT_SKIP_NETWORK_TESTS").is_some_and(|v| v == "1") {
+    if network_tests_skipped() {
         eprintln!(
             "\n{banner}\n*** SKIPPED: real-world module parsing, because WEFT_SKIP_NETWORK_TESTS=1.\n\
              *** The .cf files of tests/realworld/modules.tsv were NOT checked.\n{banner}\n",
@@ -125,7 +63,7 @@ fn every_realworld_module_parses_without_errors() {
         return;
     }
 
-    let cache = ensure_cache(&realworld_dir());
+    let cache = ensure_cache();
 
     let listed: BTreeSet<String> = fs::read_to_string(cache.join("cf_files.txt"))
         .expect("cf_files.txt is readable")
@@ -180,21 +118,12 @@ fn every_realworld_module_parses_without_errors() {
 /// `tools/static-oracle.py` on the same projects).
 #[test]
 fn importing_each_realworld_module_checks_as_the_reference_does() {
-    if std::env::var_os("WEFT_SKIP_NETWORK_TESTS").is_some_and(|v| v == "1") {
+    let Some(venv) = python_env() else {
         eprintln!("\n*** SKIPPED: real-world module checks, because WEFT_SKIP_NETWORK_TESTS=1.\n");
         return;
-    }
+    };
     let dir = realworld_dir();
-    let cache = ensure_cache(&dir);
-    // The cache mirrors an installed `inmanta_plugins/` package: link it into the
-    // site-packages of a minimal Python environment.
-    let venv = cache.join("venv");
-    let site = venv.join("lib").join("python3.12").join("site-packages");
-    fs::create_dir_all(&site).expect("create the environment");
-    let link = site.join("inmanta_plugins");
-    if fs::symlink_metadata(&link).is_err() {
-        std::os::unix::fs::symlink(fs::canonicalize(&cache).expect("cache path"), &link).expect("link the modules");
-    }
+    let cache = ensure_cache();
     let parse_table = |text: String| -> Vec<(String, String)> {
         text.lines()
             .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
