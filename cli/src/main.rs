@@ -3,6 +3,7 @@
 //! Exit codes: 0 when the command succeeded (warnings allowed), 1 when the model has errors,
 //! 2 for usage errors (bad flags, a project that cannot be read).
 
+mod progress;
 mod render;
 
 use std::path::PathBuf;
@@ -29,6 +30,50 @@ enum Command {
     /// Compile a project: check it, then evaluate the model. `std::print` output goes to
     /// stdout, diagnostics to stderr.
     Compile(CompileArgs),
+    /// Compile a project and write its resources, as `inmanta export -j FILE` does: a JSON
+    /// array with one object per resource (its fields, `requires` and `id`).
+    Export(ExportArgs),
+    /// Compile a project and deploy its resources on this host: in dependency order, in
+    /// parallel, changing only what differs. A second apply of the same model changes nothing.
+    Apply(ApplyArgs),
+}
+
+#[derive(Args)]
+struct ExportArgs {
+    #[command(flatten)]
+    project: ProjectArgs,
+    /// Where to write the resources; `-` for stdout. The file is replaced atomically.
+    #[arg(short, long, value_name = "FILE", default_value = "resources.json")]
+    output: PathBuf,
+}
+
+#[derive(Args)]
+struct ApplyArgs {
+    #[command(flatten)]
+    project: ProjectArgs,
+    /// Print what would change, and change nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Apply under this directory instead of `/`: every absolute path of a resource is taken
+    /// relative to it.
+    #[arg(long, value_name = "DIR", default_value = "/")]
+    root: PathBuf,
+    /// Deploy only the resources of this agent; what they require from other agents is taken
+    /// as deployed by those agents.
+    #[arg(long, value_name = "NAME")]
+    agent: Option<String>,
+    /// How the apply report is printed on stdout.
+    #[arg(long, value_enum, default_value_t = ReportFormat::Human)]
+    report_format: ReportFormat,
+    /// Worker threads for the deployment; defaults to the number of cores.
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ReportFormat {
+    Human,
+    Json,
 }
 
 #[derive(Args)]
@@ -92,6 +137,8 @@ fn main() -> ExitCode {
         std::thread::Builder::new().name("weft".into()).stack_size(WORKER_STACK).spawn(move || match cli.command {
             Command::Check(args) => check(&args),
             Command::Compile(args) => compile(&args),
+            Command::Export(args) => export(&args),
+            Command::Apply(args) => apply(&args),
         });
     let result = match worker.map(|w| w.join()) {
         Ok(Ok(result)) => result,
@@ -188,6 +235,112 @@ fn compile(args: &CompileArgs) -> Result<ExitCode> {
     }
     let failed = report(project, &program.sources, &diagnostics, "compile the project")?;
     Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// A project compiled and exported: its sources (for diagnostics), the diagnostics so far,
+/// and the graph when everything succeeded.
+struct Exported {
+    sources: weft_ir::SourceMap,
+    diagnostics: Vec<Diagnostic>,
+    graph: Option<weft_runtime::graph::ResourceGraph>,
+}
+
+/// Compiles and exports a project; `std::print` lines go to stdout as they do for `compile`.
+fn compile_and_export(project: &ProjectArgs) -> Result<Exported> {
+    use std::io::Write;
+    if !project.project.is_dir() {
+        anyhow::bail!("{} is not a directory", project.project.display());
+    }
+    let arena = bumpalo::Bump::new();
+    let compiled = weft_frontend::compile(&arena, &project.project, &project.load_options());
+    let (program, mut diagnostics) = (compiled.project, compiled.diagnostics);
+    let mut graph = None;
+    if let Some(lowered) = compiled.lowered {
+        let module_dirs = program.module_dirs();
+        let options = weft_runtime::Options { module_dirs: module_dirs.clone(), max_iterations: max_iterations() };
+        let (outcome, model) = weft_runtime::evaluate_model(std::sync::Arc::new(lowered), &options);
+        {
+            let stdout = std::io::stdout();
+            let mut out = std::io::BufWriter::new(stdout.lock());
+            for line in &outcome.prints {
+                writeln!(out, "{line}")?;
+            }
+            out.flush()?;
+        }
+        diagnostics.extend(outcome.errors.into_iter().take(1));
+        if let Some(model) = model {
+            match weft_runtime::export::export(&model, &module_dirs) {
+                Ok(export) => {
+                    diagnostics.extend(export.warnings);
+                    graph = Some(export.graph);
+                }
+                Err(failure) => diagnostics.extend(failure.diagnostics),
+            }
+        }
+    }
+    Ok(Exported { sources: program.sources, diagnostics, graph })
+}
+
+fn export(args: &ExportArgs) -> Result<ExitCode> {
+    let exported = compile_and_export(&args.project)?;
+    let failed = report(&args.project, &exported.sources, &exported.diagnostics, "export the project")?;
+    let Some(graph) = exported.graph.filter(|_| !failed) else { return Ok(ExitCode::from(1)) };
+    let mut text = serde_json::to_string(&graph.to_json())?;
+    text.push('\n');
+    if args.output.as_os_str() == "-" {
+        use std::io::Write;
+        std::io::stdout().lock().write_all(text.as_bytes())?;
+    } else {
+        write_atomically(&args.output, text.as_bytes())?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Writes a file through a temporary file in the same directory and a rename, so a reader
+/// (or a crash) never sees half of it.
+fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
+    use anyhow::Context;
+    use std::io::Write;
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    let name = path.file_name().context("the output path names no file")?.to_string_lossy();
+    let temp = dir.join(format!(".{name}.weft-tmp-{}", std::process::id()));
+    let write = || -> std::io::Result<()> {
+        let mut file = std::fs::File::create(&temp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&temp, path)
+    };
+    write().map_err(|e| {
+        let _ = std::fs::remove_file(&temp);
+        anyhow::anyhow!("cannot write {}: {e}", path.display())
+    })
+}
+
+fn apply(args: &ApplyArgs) -> Result<ExitCode> {
+    let exported = compile_and_export(&args.project)?;
+    let failed = report(&args.project, &exported.sources, &exported.diagnostics, "export the project")?;
+    let Some(graph) = exported.graph.filter(|_| !failed) else { return Ok(ExitCode::from(1)) };
+    if !args.root.is_dir() {
+        anyhow::bail!("--root {} is not a directory", args.root.display());
+    }
+    let progress = progress::Bar::for_stderr(graph.resources.len());
+    let options = weft_runtime::apply::ApplyOptions {
+        root: args.root.clone(),
+        dry_run: args.dry_run,
+        agent: args.agent.clone(),
+        threads: args.threads,
+        progress: progress.as_ref().map(|bar| bar.callback()),
+        ..weft_runtime::apply::ApplyOptions::default()
+    };
+    let applied = weft_runtime::apply::apply(&graph, &options);
+    if let Some(bar) = progress {
+        bar.finish();
+    }
+    match args.report_format {
+        ReportFormat::Human => print!("{}", applied.render_text()),
+        ReportFormat::Json => println!("{}", serde_json::to_string_pretty(&applied.to_json())?),
+    }
+    Ok(if applied.summary().failed > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
 /// `INMANTA_MAX_ITERATIONS`, as the reference reads it.
