@@ -110,12 +110,13 @@ pub fn apply(graph: &ResourceGraph, options: &ApplyOptions) -> ApplyReport {
     let started = Instant::now();
     let mut resources = schedule::run(graph, options);
     // Files are not synced one by one; the apply is durable once the filesystem is flushed.
-    if !options.dry_run && resources.iter().any(|r| r.status == Status::Changed) {
-        if let Err(error) = atomic::flush_filesystem(&options.root) {
-            for resource in resources.iter_mut().filter(|r| r.status == Status::Changed) {
-                resource.status = Status::Failed;
-                resource.message = Some(format!("the changes could not be flushed to disk: {error}"));
-            }
+    if !options.dry_run
+        && resources.iter().any(|r| r.status == Status::Changed)
+        && let Err(error) = atomic::flush_filesystem(&options.root)
+    {
+        for resource in resources.iter_mut().filter(|r| r.status == Status::Changed) {
+            resource.status = Status::Failed;
+            resource.message = Some(format!("the changes could not be flushed to disk: {error}"));
         }
     }
     ApplyReport { resources, elapsed: started.elapsed(), dry_run: options.dry_run }

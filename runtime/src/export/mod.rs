@@ -185,6 +185,9 @@ pub(crate) fn error_at(kind: ErrorKind, message: String, location: Option<Locati
     }
 }
 
+/// A mapped resource and the file contents it adds to the file store (hash, content).
+type Mapping = (Resource, Vec<(String, Vec<u8>)>);
+
 struct Exporter<'m> {
     model: &'m Model,
     module_dirs: &'m HashMap<String, PathBuf>,
@@ -246,7 +249,7 @@ impl<'m> Exporter<'m> {
     }
 
     /// Builds one resource: its id, then every field.
-    fn map_resource(&mut self, ty: &ResourceType, instance: u32) -> Result<(Resource, Vec<(String, Vec<u8>)>), Stop> {
+    fn map_resource(&mut self, ty: &ResourceType, instance: u32) -> Result<Mapping, Stop> {
         let model = self.model;
         let location = model.location_of(instance);
         let agent = self.agent_of(ty, instance, location)?;
@@ -351,7 +354,7 @@ impl<'m> Exporter<'m> {
         }
     }
 
-    fn add(&mut self, (resource, files): (Resource, Vec<(String, Vec<u8>)>), instance: u32) -> Result<(), Diagnostic> {
+    fn add(&mut self, (resource, files): Mapping, instance: u32) -> Result<(), Diagnostic> {
         let text = resource.id.to_string();
         if self.by_id.contains_key(&text) {
             return Err(error_at(
@@ -519,7 +522,7 @@ fn unsupported_type(registration: &types::Registration, location: Option<Locatio
     }
 }
 
-/// Whether a path lies inside a directory tree a module's Python sources live in.
+/// Whether a file is a Python source (`.py`).
 fn is_python_source(path: &Path) -> bool {
     path.extension().is_some_and(|e| e == "py")
 }
