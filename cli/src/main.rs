@@ -192,7 +192,6 @@ fn check(args: &CheckArgs) -> Result<ExitCode> {
 }
 
 fn compile(args: &CompileArgs) -> Result<ExitCode> {
-    use std::io::Write;
     let project = &args.project;
     if !project.project.is_dir() {
         anyhow::bail!("{} is not a directory", project.project.display());
@@ -212,14 +211,7 @@ fn compile(args: &CompileArgs) -> Result<ExitCode> {
         }
         let options = weft_runtime::Options { module_dirs: program.module_dirs(), max_iterations: max_iterations() };
         let outcome = weft_runtime::evaluate(lowered, &options);
-        {
-            let stdout = std::io::stdout();
-            let mut out = std::io::BufWriter::new(stdout.lock());
-            for line in &outcome.prints {
-                writeln!(out, "{line}")?;
-            }
-            out.flush()?;
-        }
+        print_lines(&outcome.prints)?;
         if args.stats {
             eprintln!(
                 "weft: {} instances, {} iterations, {}; front end {:.3}s, total {:.3}s",
@@ -247,7 +239,6 @@ struct Exported {
 
 /// Compiles and exports a project; `std::print` lines go to stdout as they do for `compile`.
 fn compile_and_export(project: &ProjectArgs) -> Result<Exported> {
-    use std::io::Write;
     if !project.project.is_dir() {
         anyhow::bail!("{} is not a directory", project.project.display());
     }
@@ -259,14 +250,7 @@ fn compile_and_export(project: &ProjectArgs) -> Result<Exported> {
         let module_dirs = program.module_dirs();
         let options = weft_runtime::Options { module_dirs: module_dirs.clone(), max_iterations: max_iterations() };
         let (outcome, model) = weft_runtime::evaluate_model(std::sync::Arc::new(lowered), &options);
-        {
-            let stdout = std::io::stdout();
-            let mut out = std::io::BufWriter::new(stdout.lock());
-            for line in &outcome.prints {
-                writeln!(out, "{line}")?;
-            }
-            out.flush()?;
-        }
+        print_lines(&outcome.prints)?;
         diagnostics.extend(outcome.errors.into_iter().take(1));
         if let Some(model) = model {
             match weft_runtime::export::export(&model, &module_dirs) {
@@ -341,6 +325,18 @@ fn apply(args: &ApplyArgs) -> Result<ExitCode> {
         ReportFormat::Json => println!("{}", serde_json::to_string_pretty(&applied.to_json())?),
     }
     Ok(if applied.summary().failed > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// Writes the lines `std::print` produced to stdout.
+fn print_lines(lines: &[String]) -> Result<()> {
+    use std::io::Write;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    for line in lines {
+        writeln!(out, "{line}")?;
+    }
+    out.flush()?;
+    Ok(())
 }
 
 /// `INMANTA_MAX_ITERATIONS`, as the reference reads it.

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use serde_json::{Map, Value as Json};
 
 use super::handler::{
-    Context, Fields, Handler, Permissions, ResourceError, chmod_path, chown_path, existence_change, ownership_changes,
+    Context, Fields, Handler, Permissions, ResourceError, attribute_changes, chmod_path, chown_path, existence_change,
 };
 use super::report::Change;
 
@@ -69,17 +69,12 @@ impl Handler for DirectoryHandler {
             (CurrentDirectory::Present { mode, uid, gid }, false) => (*mode, *uid, *gid),
         };
         let mut changes = Vec::new();
-        if let Some(permissions) = desired.permissions {
-            let current_permissions = Permissions::from_mode(mode);
-            if current_permissions != permissions {
-                changes.push(Change::new(
-                    "permissions",
-                    current_permissions.as_model_value(),
-                    permissions.as_model_value(),
-                ));
-            }
-        }
-        ownership_changes(desired.owner.as_deref(), desired.group.as_deref(), uid, gid, ctx, &mut changes);
+        attribute_changes(
+            (desired.permissions, desired.owner.as_deref(), desired.group.as_deref()),
+            (mode, uid, gid),
+            ctx,
+            &mut changes,
+        );
         changes
     }
 

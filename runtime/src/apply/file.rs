@@ -16,7 +16,7 @@ use sha1::{Digest, Sha1};
 
 use super::atomic::{self, FileAttributes};
 use super::handler::{
-    Context, Fields, Handler, Permissions, ResourceError, chmod_path, chown_path, existence_change, ownership_changes,
+    Context, Fields, Handler, Permissions, ResourceError, attribute_changes, chmod_path, chown_path, existence_change,
     ownership_ids,
 };
 use super::report::Change;
@@ -115,17 +115,12 @@ impl Handler for FileHandler {
                 DesiredContent::Unspecified => {}
             }
         }
-        if let Some(permissions) = desired.permissions {
-            let current_permissions = Permissions::from_mode(mode);
-            if current_permissions != permissions {
-                changes.push(Change::new(
-                    "permissions",
-                    current_permissions.as_model_value(),
-                    permissions.as_model_value(),
-                ));
-            }
-        }
-        ownership_changes(desired.owner.as_deref(), desired.group.as_deref(), uid, gid, ctx, &mut changes);
+        attribute_changes(
+            (desired.permissions, desired.owner.as_deref(), desired.group.as_deref()),
+            (mode, uid, gid),
+            ctx,
+            &mut changes,
+        );
         changes
     }
 

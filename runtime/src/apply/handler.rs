@@ -394,16 +394,22 @@ impl Permissions {
     }
 }
 
-/// Compares a file's owner and group with the desired names, and reports the differences as
-/// the reference does: the current owner by name (by number when it has no name).
-pub(super) fn ownership_changes(
-    owner: Option<&str>,
-    group: Option<&str>,
-    uid: u32,
-    gid: u32,
+/// Compares a file's or directory's permissions, owner and group with the desired ones (an
+/// unset desired value is not compared), and reports the differences as the reference does:
+/// permissions as octal digits, the current owner by name (by number when it has no name).
+pub(super) fn attribute_changes(
+    desired: (Option<Permissions>, Option<&str>, Option<&str>),
+    (mode, uid, gid): (u32, u32, u32),
     ctx: &Context,
     changes: &mut Vec<Change>,
 ) {
+    let (permissions, owner, group) = desired;
+    if let Some(permissions) = permissions {
+        let current = Permissions::from_mode(mode);
+        if current != permissions {
+            changes.push(Change::new("permissions", current.as_model_value(), permissions.as_model_value()));
+        }
+    }
     let accounts = ctx.accounts();
     if let Some(owner) = owner
         && !accounts.user_matches(owner, uid)

@@ -307,7 +307,6 @@ impl<'m> Exporter<'m> {
             if let Value::List(items) = &current {
                 current = items.first().cloned().unwrap_or(Value::Null);
             }
-            let path = ty.agent.split('.').take(n + 1).collect::<Vec<_>>().join(".");
             let read = match &current {
                 Value::Instance(i) => model.read(*i, step),
                 Value::Unknown => return Err(Stop::Ignore),
@@ -316,6 +315,7 @@ impl<'m> Exporter<'m> {
             current = match read {
                 Read::Value(Value::Unknown) => return Err(Stop::Ignore),
                 Read::Value(Value::Reference(_)) => {
+                    let path = ty.agent.split('.').take(n + 1).collect::<Vec<_>>().join(".");
                     return Err(Stop::Error(error_at(
                         ErrorKind::ResourceException,
                         format!(

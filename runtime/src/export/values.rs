@@ -9,6 +9,7 @@ use weft_ir::value::{Reference, Value, float_repr};
 
 use super::types::{Getter, ResourceType};
 use super::{Mapped, Model, Read, Stop, error_at};
+use crate::plugins::json::write_string;
 
 /// Maps field `name` of a resource instance: the type's getter, then the conversion to JSON.
 /// Without a collector (the id attribute), a reference is an error.
@@ -322,7 +323,7 @@ fn dump(value: &Json, out: &mut String) {
             Some(f) => out.push_str(&float_repr(f)),
             None => out.push_str(&n.to_string()),
         },
-        Json::String(s) => dump_str(s, out),
+        Json::String(s) => write_string(s, out),
         Json::Array(items) => {
             out.push('[');
             for (i, item) in items.iter().enumerate() {
@@ -341,36 +342,13 @@ fn dump(value: &Json, out: &mut String) {
                 if i > 0 {
                     out.push_str(", ");
                 }
-                dump_str(key, out);
+                write_string(key, out);
                 out.push_str(": ");
                 dump(&map[key], out);
             }
             out.push('}');
         }
     }
-}
-
-fn dump_str(s: &str, out: &mut String) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            c if (c as u32) < 0x20 || (c as u32) > 0x7e => {
-                let mut units = [0u16; 2];
-                for unit in c.encode_utf16(&mut units) {
-                    out.push_str(&format!("\\u{unit:04x}"));
-                }
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
 }
 
 /// Python's `str()` of a field value, for the id.

@@ -39,7 +39,7 @@ use weft_ir::value::Value;
 
 mod bind;
 mod format;
-mod json;
+pub(crate) mod json;
 mod net;
 mod pyfmt;
 mod std_plugins;
