@@ -32,6 +32,52 @@
 //! Architecture invariant: no scheduling policy and no threads live here; plugins are called
 //! through the [`Host`] trait, which the runtime implements.
 
+pub mod bytecode;
 mod machine;
+pub mod verify;
+
+use std::sync::Arc;
+
+pub use bytecode::{Code, CodeError, CodeTables};
+use weft_ir::program::Program;
+
+/// A program ready to run: its tables, and its instructions as checked bytecode.
+#[derive(Clone, Debug)]
+pub struct Executable {
+    pub program: Arc<Program>,
+    pub code: Arc<Code>,
+}
+
+impl Executable {
+    /// Assembles a program the frontend produced. The program keeps its instruction table
+    /// (for `--emit=ir`); the machine only reads the bytecode.
+    pub fn from_program(program: Arc<Program>) -> Result<Executable, CodeError> {
+        let (bytes, tables) = Code::assemble(&program);
+        verify::verify_program(&program, &tables, program.exprs.len())?;
+        let len = bytes.len();
+        let code = Code::new(Arc::new(bytecode::AlignedBytes::copy_from(&bytes)), 0..len, tables, &program)?;
+        Ok(Executable { program, code: Arc::new(code) })
+    }
+
+    /// Replaces the constant of a `CONST` instruction: how `--set` gives a declared
+    /// parameter its value.
+    pub fn set_const(&mut self, expr: weft_ir::program::ExprId, value: weft_ir::value::Value) -> Result<(), CodeError> {
+        Arc::make_mut(&mut self.code).set_const(expr, value)
+    }
+
+    /// Checks a program and its code read from an artifact. The code buffer is used in
+    /// place.
+    pub fn load(
+        program: Program,
+        backing: Arc<dyn bytecode::Backing>,
+        range: std::ops::Range<usize>,
+        tables: CodeTables,
+    ) -> Result<Executable, CodeError> {
+        let code_len = bytecode::instruction_count(backing.bytes().get(range.clone()).unwrap_or(&[]))?;
+        verify::verify_program(&program, &tables, code_len)?;
+        let code = Code::new(backing, range, tables, &program)?;
+        Ok(Executable { program: Arc::new(program), code: Arc::new(code) })
+    }
+}
 
 pub use machine::*;

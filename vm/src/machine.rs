@@ -4,8 +4,9 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
+use crate::bytecode::{Code, Op};
 use weft_ir::program::{
-    AttrId, AttributeKind, BaseType, BinOp, BlockId, Callee, Constraint, CtorId, EntityId, ExprId, ExprKind, NsId,
+    AttrId, AttributeKind, BaseType, BinOp, BlockId, Callee, Constraint, CtorId, EntityId, ExprId, NsId,
     Primitive, Program, StmtId, StmtKind, ValueType, VarRef,
 };
 use weft_ir::value::{self, ArithOp, Value, ValueError};
@@ -434,6 +435,8 @@ pub struct EntityState {
 /// The evaluator's state.
 pub struct Machine {
     pub program: Arc<Program>,
+    /// The program's instructions, in place in their buffer.
+    pub code: Arc<Code>,
     pub cells: Vec<Cell>,
     pub waiters: Vec<Waiter>,
     collectors: Vec<Collector>,
@@ -512,13 +515,14 @@ pub mod pending {
 }
 
 impl Machine {
-    pub fn new(program: Arc<Program>, host: Box<dyn Host>) -> Self {
+    pub fn new(program: Arc<Program>, code: Arc<Code>, host: Box<dyn Host>) -> Self {
         let self_ = program.names.iter().position(|n| n == "self").map(|i| Symbol::from_u32(i as u32));
         let entities = (0..program.entities.len())
             .map(|_| EntityState { index: HashMap::new(), index_queue: Vec::new() })
             .collect();
         Machine {
             program,
+            code,
             cells: Vec::new(),
             waiters: Vec::new(),
             collectors: Vec::new(),
@@ -774,10 +778,10 @@ impl Machine {
     pub fn waiter_location(&self, waiter: WaiterId) -> Option<Location> {
         let p = &self.program;
         match self.waiters[waiter as usize].body.as_deref()? {
-            Body::Exec { what: Exec::Expr(e), .. } => Some(p.expr(*e).location),
+            Body::Exec { what: Exec::Expr(e), .. } => Some(self.code.location(*e)),
             Body::Exec { what: Exec::Stmt(s), .. } | Body::SetAttr { stmt: s, .. } => Some(p.stmt(*s).location),
             Body::Lazy { expr, .. } | Body::Lookup { expr, .. } | Body::Call { expr, .. } => {
-                Some(p.expr(*expr).location)
+                Some(self.code.location(*expr))
             }
             Body::Hook { location, .. } | Body::IsDefinedWait { location, .. } => Some(*location),
             _ => None,
@@ -1436,28 +1440,29 @@ impl Machine {
     /// Evaluates a typedef constraint with only `self` bound (the reference's direct execution).
     fn eval_direct(&mut self, expr: ExprId, self_value: &Value) -> R<Value> {
         let p = self.prog();
-        let e = p.expr(expr);
+        let c = self.code.clone();
+        let e = c.expr(expr);
         let sub = |m: &mut Machine, id: ExprId| m.eval_direct(id, self_value);
         Ok(match &e.kind {
-            ExprKind::Const(v) => v.clone(),
-            ExprKind::Var(VarRef::Name(n)) if *n == self.symbols.self_ => self_value.clone(),
-            ExprKind::Var(_) => {
+            Op::Const(v) => (*v).clone(),
+            Op::Var(VarRef::Name(n)) if *n == self.symbols.self_ => self_value.clone(),
+            Op::Var(_) => {
                 return Err(EvalError::new(
                     ErrorKind::NotFoundException,
                     "Unable to resolve variable: a type constraint can not reference variables.",
                 ));
             }
-            ExprKind::Not(a) => {
+            Op::Not(a) => {
                 let v = sub(self, *a)?;
                 self.negate(v)?
             }
-            ExprKind::Binary { op, lhs, rhs } => {
+            Op::Binary { op, lhs, rhs } => {
                 let a = sub(self, *lhs)?;
                 let b = sub(self, *rhs)?;
                 self.binary(*op, a, b)?
             }
-            ExprKind::And { lhs, rhs } | ExprKind::Or { lhs, rhs } => {
-                let is_and = matches!(e.kind, ExprKind::And { .. });
+            Op::And { lhs, rhs } | Op::Or { lhs, rhs } => {
+                let is_and = matches!(e.kind, Op::And { .. });
                 let a = sub(self, *lhs)?;
                 let Value::Bool(av) = a else {
                     return Err(rt(format!(
@@ -1468,9 +1473,9 @@ impl Machine {
                 };
                 if av != is_and { Value::Bool(av) } else { sub(self, *rhs)? }
             }
-            ExprKind::List(items) => {
+            Op::List(items) => {
                 let mut out = Vec::new();
-                for i in items {
+                for i in items.iter() {
                     match sub(self, *i)? {
                         Value::List(inner) => out.extend(inner.iter().cloned()),
                         v => out.push(v),
@@ -1478,14 +1483,14 @@ impl Machine {
                 }
                 Value::List(Arc::from(out))
             }
-            ExprKind::Dict(entries) => {
+            Op::Dict(entries) => {
                 let mut out = Vec::new();
-                for (k, v) in entries {
+                for (k, v) in entries.iter() {
                     out.push((k.clone(), sub(self, *v)?));
                 }
                 Value::Dict(Arc::from(out))
             }
-            ExprKind::Cond { cond, then, otherwise } => match sub(self, *cond)? {
+            Op::Cond { cond, then, otherwise } => match sub(self, *cond)? {
                 Value::Bool(true) => sub(self, *then)?,
                 Value::Bool(false) => sub(self, *otherwise)?,
                 other => {
@@ -1495,18 +1500,18 @@ impl Machine {
                     )));
                 }
             },
-            ExprKind::Subscript { map, key } => {
+            Op::Subscript { map, key } => {
                 let m = sub(self, *map)?;
                 let k = sub(self, *key)?;
                 self.subscript(m, k)?
             }
-            ExprKind::Call { callee, args, kwargs, .. } => {
+            Op::Call { callee, args, kwargs, .. } => {
                 let mut a = Vec::new();
-                for x in args {
+                for x in args.iter() {
                     a.push(sub(self, *x)?);
                 }
                 let mut kw = Vec::new();
-                for (k, x) in kwargs {
+                for (k, x) in kwargs.iter().map(|n| (&n.name, &n.expr)) {
                     kw.push((p.name(*k).to_string(), sub(self, *x)?));
                 }
                 match callee {
@@ -1798,78 +1803,79 @@ impl Machine {
     /// `requires_emit`: the cells an expression waits for, spawning sub-tasks.
     fn requires(&mut self, expr: ExprId, scope: ScopeId) -> R<Reqs> {
         let p = self.prog();
-        let e = p.expr(expr);
+        let c = self.code.clone();
+        let e = c.expr(expr);
         let location = e.location;
         let mut reqs: Reqs = Vec::new();
         match &e.kind {
-            ExprKind::Const(_) => {}
-            ExprKind::Var(name) => {
+            Op::Const(_) => {}
+            Op::Var(name) => {
                 let cell = self.lookup_in(scope, *name, None).map_err(|err| err.at(location))?;
                 reqs.push((Key::Name(*name), cell));
             }
-            ExprKind::Attr { base, name } => {
+            Op::Attr { base, name } => {
                 let proxy = self.new_cell(CellKind::Proxy);
                 self.schedule_hook(Some(*base), *name, scope, Resumer::Reader(proxy), false, location)?;
                 reqs.push((Key::Expr(expr), proxy));
             }
-            ExprKind::Subscript { map, key } => {
+            Op::Subscript { map, key } => {
                 reqs.extend(self.requires(*map, scope)?);
                 reqs.extend(self.requires(*key, scope)?);
             }
-            ExprKind::Not(a) => reqs.extend(self.requires(*a, scope)?),
-            ExprKind::Binary { lhs, rhs, .. } => {
+            Op::Not(a) => reqs.extend(self.requires(*a, scope)?),
+            Op::Binary { lhs, rhs, .. } => {
                 reqs.extend(self.requires(*lhs, scope)?);
                 reqs.extend(self.requires(*rhs, scope)?);
             }
-            ExprKind::And { lhs, .. } | ExprKind::Or { lhs, .. } => {
+            Op::And { lhs, .. } | Op::Or { lhs, .. } => {
                 let target = self.new_cell(CellKind::Plain);
                 self.cells[target as usize].ty = CellType::Bool;
                 let sub = self.requires(*lhs, scope)?;
                 self.spawn(sub, Body::Lazy { expr, scope, target });
                 reqs.push((Key::Expr(expr), target));
             }
-            ExprKind::Cond { cond, .. } => {
+            Op::Cond { cond, .. } => {
                 let result = self.new_cell(CellKind::Plain);
                 let sub = self.requires(*cond, scope)?;
                 self.spawn(sub, Body::Cond { src: CondSrc::Expr(expr), scope, result, lhs: None, chosen: None });
                 reqs.push((Key::Expr(expr), result));
             }
-            ExprKind::List(items) => {
-                for i in items {
+            Op::List(items) => {
+                for i in items.iter() {
                     reqs.extend(self.requires(*i, scope)?);
                 }
             }
-            ExprKind::Dict(entries) => {
-                for (_, v) in entries {
+            Op::Dict(entries) => {
+                for (_, v) in entries.iter() {
                     reqs.extend(self.requires(*v, scope)?);
                 }
             }
-            ExprKind::Format { parts, .. } => {
-                for (r, _) in parts {
+            Op::Format { parts, .. } => {
+                for (_, r) in parts.iter() {
                     reqs.extend(self.requires(*r, scope)?);
                 }
             }
-            ExprKind::FString { fields, .. } => {
-                for (r, _) in fields {
+            Op::FString { fields, .. } => {
+                for (_, r) in fields.iter() {
                     reqs.extend(self.requires(*r, scope)?);
                 }
             }
-            ExprKind::Call { args, kwargs, splats, .. } => {
+            Op::Call { args, kwargs, splats, .. } => {
                 let mut sub = Vec::new();
-                for a in args {
+                for a in args.iter() {
                     sub.extend(self.requires(*a, scope)?);
                 }
-                for (_, a) in kwargs {
+                for (_, a) in kwargs.iter().map(|n| (&n.name, &n.expr)) {
                     sub.extend(self.requires(*a, scope)?);
                 }
-                for a in splats {
+                for a in splats.iter() {
                     sub.extend(self.requires(*a, scope)?);
                 }
                 let result = self.new_cell(CellKind::Plain);
                 self.spawn(sub, Body::Call { expr, scope, result, args: None });
                 reqs.push((Key::Expr(expr), result));
             }
-            ExprKind::Construct(c) => {
+            Op::Construct(c) => {
                 let ctor = &p.ctors[c.index()];
                 for (_, v) in &ctor.direct {
                     reqs.extend(self.requires(*v, scope)?);
@@ -1881,12 +1887,12 @@ impl Machine {
                     reqs.extend(self.requires(inst, scope)?);
                 }
             }
-            ExprKind::IndexLookup { entity, query, splats } => {
+            Op::IndexLookup { entity, query, splats } => {
                 let mut sub = Vec::new();
-                for (_, v) in query {
+                for (_, v) in query.iter().map(|n| (&n.name, &n.expr)) {
                     sub.extend(self.requires(*v, scope)?);
                 }
-                for v in splats {
+                for v in splats.iter() {
                     sub.extend(self.requires(*v, scope)?);
                 }
                 let target = self.new_cell(CellKind::Plain);
@@ -1894,24 +1900,24 @@ impl Machine {
                 self.spawn(sub, Body::Lookup { expr, scope, target });
                 reqs.push((Key::Expr(expr), target));
             }
-            ExprKind::SelectorLookup { base, query, splats, .. } => {
+            Op::SelectorLookup { base, query, splats, .. } => {
                 let mut sub = Vec::new();
-                for (_, v) in query {
+                for (_, v) in query.iter().map(|n| (&n.name, &n.expr)) {
                     sub.extend(self.requires(*v, scope)?);
                 }
                 sub.extend(self.requires(*base, scope)?);
-                for v in splats {
+                for v in splats.iter() {
                     sub.extend(self.requires(*v, scope)?);
                 }
                 let target = self.new_cell(CellKind::Plain);
                 self.spawn(sub, Body::Lookup { expr, scope, target });
                 reqs.push((Key::Expr(expr), target));
             }
-            ExprKind::ListComp { .. } => {
+            Op::ListComp { .. } => {
                 let result = self.list_comp(expr, scope, None)?;
                 reqs.push((Key::Expr(expr), result));
             }
-            ExprKind::IsDefined { base, name } => {
+            Op::IsDefined { base, name } => {
                 let target = self.new_cell(CellKind::Plain);
                 self.schedule_hook(*base, *name, scope, Resumer::IsDefined { target, location }, false, location)?;
                 reqs.push((Key::Expr(expr), target));
@@ -1923,11 +1929,11 @@ impl Machine {
     /// `requires_emit_gradual`: like [`Self::requires`], delivering the value's elements to
     /// `collector` as they arrive where the expression allows it.
     fn requires_gradual(&mut self, expr: ExprId, scope: ScopeId, collector: CollectorId) -> R<Reqs> {
-        let p = self.prog();
-        let e = p.expr(expr);
+        let c = self.code.clone();
+        let e = c.expr(expr);
         let location = e.location;
         match &e.kind {
-            ExprKind::Var(_) => {
+            Op::Var(_) => {
                 let mut reqs = self.requires(expr, scope)?;
                 let cell = reqs[0].1;
                 if !self.listen(cell, collector, location)? {
@@ -1936,17 +1942,17 @@ impl Machine {
                 }
                 Ok(reqs)
             }
-            ExprKind::Attr { base, name } => {
+            Op::Attr { base, name } => {
                 let proxy = self.new_cell(CellKind::Proxy);
                 self.cells[proxy as usize].xm().proxy_listener = Some((collector, location));
                 self.schedule_hook(Some(*base), *name, scope, Resumer::Reader(proxy), false, location)?;
                 Ok(vec![(Key::Expr(expr), proxy)])
             }
-            ExprKind::List(items) => {
+            Op::List(items) => {
                 let temp = self.new_cell(CellKind::ListLiteral);
                 self.listen(temp, collector, location)?;
                 let temp_collector = self.add_collector(Collector::Cell(temp));
-                for item in items {
+                for item in items.iter() {
                     let promise = self.get_promise(temp);
                     let reqs = self.requires_gradual(*item, scope, temp_collector)?;
                     self.spawn(reqs, Body::Exec { target: temp, promise, what: Exec::Expr(*item), scope, attr: None });
@@ -1956,7 +1962,7 @@ impl Machine {
                 }
                 Ok(vec![(Key::Expr(expr), temp)])
             }
-            ExprKind::Cond { cond, .. } => {
+            Op::Cond { cond, .. } => {
                 let result = self.new_cell(CellKind::Plain);
                 let sub = self.requires(*cond, scope)?;
                 self.spawn(
@@ -1965,7 +1971,7 @@ impl Machine {
                 );
                 Ok(vec![(Key::Expr(expr), result)])
             }
-            ExprKind::ListComp { .. } => {
+            Op::ListComp { .. } => {
                 let result = self.list_comp(expr, scope, Some(collector))?;
                 Ok(vec![(Key::Expr(expr), result)])
             }
@@ -1979,8 +1985,8 @@ impl Machine {
     }
 
     fn list_comp(&mut self, expr: ExprId, scope: ScopeId, lhs: Option<CollectorId>) -> R<CellId> {
-        let p = self.prog();
-        let ExprKind::ListComp { iterable, .. } = p.expr(expr).kind else { unreachable!() };
+        let c = self.code.clone();
+        let Op::ListComp { iterable, .. } = c.expr(expr).kind else { unreachable!() };
         let final_result = self.new_cell(CellKind::Plain);
         let helper = self.comps.len() as u32;
         self.comps.push(CompHelper { expr, scope, lhs, results: Vec::new(), complete: false, final_result });
@@ -1996,14 +2002,14 @@ impl Machine {
     }
 
     fn comp_receive(&mut self, helper: u32, value: Value, _location: Location) -> R<()> {
-        let p = self.prog();
+        let c = self.code.clone();
         let h = &self.comps[helper as usize];
         if h.complete {
             return Err(rt("list comprehension helper received gradual result after it was declared complete"));
         }
         let (expr, scope, lhs) = (h.expr, h.scope, h.lhs);
-        let ExprKind::ListComp { element, var, guard, .. } = p.expr(expr).kind else { unreachable!() };
-        let location = p.expr(expr).location;
+        let Op::ListComp { element, var, guard, .. } = c.expr(expr).kind else { unreachable!() };
+        let location = c.expr(expr).location;
         let element_cell = self.plain_with(value.clone(), Some(location));
         let value_scope = self.push_scope(Scope::Var { name: var, cell: element_cell, parent: scope });
         let result = self.new_cell(CellKind::Plain);
@@ -2047,7 +2053,7 @@ impl Machine {
     fn comp_complete(&mut self, helper: u32, all: Value) -> R<()> {
         let h = &self.comps[helper as usize];
         if h.results.is_empty() {
-            let location = self.program.expr(h.expr).location;
+            let location = self.code.expr(h.expr).location;
             let values: Vec<Value> = match all {
                 Value::Unknown => vec![Value::Unknown],
                 Value::List(items) => items.to_vec(),
@@ -2109,6 +2115,7 @@ impl Machine {
 
     fn run_body(&mut self, body: &mut Body, requires: &Reqs) -> R<()> {
         let p = self.prog();
+        let c = self.code.clone();
         match *body {
             Body::Exec { target, promise, what, scope, attr } => {
                 let result = (|| -> R<()> {
@@ -2116,9 +2123,9 @@ impl Machine {
                     let (value, location) = match what {
                         Exec::CompElement { helper, unknown, guarded } => {
                             let v = self.comp_element_value(helper, unknown, guarded, &values, scope)?;
-                            (v, p.expr(self.comps[helper as usize].expr).location)
+                            (v, c.expr(self.comps[helper as usize].expr).location)
                         }
-                        Exec::Expr(e) => (self.eval(e, &values, scope)?, p.expr(e).location),
+                        Exec::Expr(e) => (self.eval(e, &values, scope)?, c.expr(e).location),
                         Exec::Stmt(s) => {
                             self.exec_stmt(s, &values, scope)?;
                             return Ok(());
@@ -2185,12 +2192,12 @@ impl Machine {
                 Ok(())
             }
             Body::Lazy { expr, scope, target } => {
-                let (lhs, rhs, is_and) = match p.expr(expr).kind {
-                    ExprKind::And { lhs, rhs } => (lhs, rhs, true),
-                    ExprKind::Or { lhs, rhs } => (lhs, rhs, false),
+                let (lhs, rhs, is_and) = match c.expr(expr).kind {
+                    Op::And { lhs, rhs } => (lhs, rhs, true),
+                    Op::Or { lhs, rhs } => (lhs, rhs, false),
                     _ => unreachable!(),
                 };
-                let location = p.expr(expr).location;
+                let location = c.expr(expr).location;
                 let values = self.values(requires)?;
                 let result = self.eval(lhs, &values, scope)?;
                 if matches!(result, Value::Unknown) {
@@ -2214,19 +2221,19 @@ impl Machine {
             }
             Body::Lookup { expr, scope, target } => {
                 let values = self.values(requires)?;
-                let location = p.expr(expr).location;
-                let (entity, params) = match &p.expr(expr).kind {
-                    ExprKind::IndexLookup { entity, query, splats } => {
+                let location = c.expr(expr).location;
+                let (entity, params) = match &c.expr(expr).kind {
+                    Op::IndexLookup { entity, query, splats } => {
                         let mut params = Vec::new();
-                        for (k, v) in query {
+                        for (k, v) in query.iter().map(|n| (&n.name, &n.expr)) {
                             params.push((*k, self.eval(*v, &values, scope)?));
                         }
-                        for s in splats {
+                        for s in splats.iter() {
                             params.extend(self.splat(*s, &values, scope)?);
                         }
                         (*entity, params)
                     }
-                    ExprKind::SelectorLookup { base, relation, query, splats } => {
+                    Op::SelectorLookup { base, relation, query, splats } => {
                         let root = self.eval(*base, &values, scope)?;
                         let Value::Instance(inst) = root else {
                             return Err(typing(format!(
@@ -2262,10 +2269,10 @@ impl Machine {
                             .at(location));
                         };
                         let mut params = vec![(p.attribute(inverse).name, Value::Instance(inst))];
-                        for (k, v) in query {
+                        for (k, v) in query.iter().map(|n| (&n.name, &n.expr)) {
                             params.push((*k, self.eval(*v, &values, scope)?));
                         }
-                        for s in splats {
+                        for s in splats.iter() {
                             params.extend(self.splat(*s, &values, scope)?);
                         }
                         self.cells[target as usize].ty = CellType::Entity(end.target);
@@ -2342,17 +2349,17 @@ impl Machine {
                 // The branches: `None` is a branch with a fixed value (an Unknown element, or
                 // the filtered marker).
                 let (cond, then, otherwise, location) = match src {
-                    CondSrc::Expr(expr) => match p.expr(expr).kind {
-                        ExprKind::Cond { cond, then, otherwise } => {
-                            (cond, Ok(then), Ok(otherwise), p.expr(expr).location)
+                    CondSrc::Expr(expr) => match c.expr(expr).kind {
+                        Op::Cond { cond, then, otherwise } => {
+                            (cond, Ok(then), Ok(otherwise), c.expr(expr).location)
                         }
                         _ => unreachable!(),
                     },
                     CondSrc::Guard { helper, unknown } => {
                         let h = &self.comps[helper as usize];
-                        let ExprKind::ListComp { element, guard, .. } = p.expr(h.expr).kind else { unreachable!() };
+                        let Op::ListComp { element, guard, .. } = c.expr(h.expr).kind else { unreachable!() };
                         let then = if unknown { Err(Value::Unknown) } else { Ok(element) };
-                        (guard.expect("guarded"), then, Err(Value::str(FILTERED)), p.expr(h.expr).location)
+                        (guard.expect("guarded"), then, Err(Value::str(FILTERED)), c.expr(h.expr).location)
                     }
                 };
                 let values = self.values(requires)?;
@@ -2402,8 +2409,8 @@ impl Machine {
             Body::Comp { helper, scope } => {
                 let values = self.values(requires)?;
                 let expr = self.comps[helper as usize].expr;
-                let ExprKind::ListComp { iterable, .. } = p.expr(expr).kind else { unreachable!() };
-                let location = p.expr(expr).location;
+                let Op::ListComp { iterable, .. } = c.expr(expr).kind else { unreachable!() };
+                let location = c.expr(expr).location;
                 let it = self.eval(iterable, &values, scope)?;
                 if !matches!(it, Value::List(_) | Value::Unknown) {
                     return Err(typing(format!(
@@ -2425,12 +2432,12 @@ impl Machine {
                     }
                 }
                 let h = &self.comps[helper as usize];
-                let (result, location) = (h.final_result, p.expr(h.expr).location);
+                let (result, location) = (h.final_result, c.expr(h.expr).location);
                 self.set_cell(result, Value::List(Arc::from(out)), location, true)
             }
             Body::Call { expr, scope, result, ref mut args } => {
-                let location = p.expr(expr).location;
-                let ExprKind::Call { callee, name, args: a, kwargs, splats } = &p.expr(expr).kind else {
+                let location = c.expr(expr).location;
+                let Op::Call { callee, name, args: a, kwargs, splats } = &c.expr(expr).kind else {
                     unreachable!()
                 };
                 let (args_v, kwargs_v) = match args.as_ref() {
@@ -2438,14 +2445,14 @@ impl Machine {
                     None => {
                         let values = self.values(requires)?;
                         let mut pos = Vec::new();
-                        for x in a {
+                        for x in a.iter() {
                             pos.push(self.eval(*x, &values, scope)?);
                         }
                         let mut kw: Vec<(String, Value)> = Vec::new();
-                        for (k, x) in kwargs {
+                        for (k, x) in kwargs.iter().map(|n| (&n.name, &n.expr)) {
                             kw.push((p.name(*k).to_string(), self.eval(*x, &values, scope)?));
                         }
-                        for s in splats {
+                        for s in splats.iter() {
                             for (k, v) in self.splat(*s, &values, scope)? {
                                 let k = self.sym_name(k).to_string();
                                 if kw.iter().any(|(x, _)| *x == k) {
@@ -2499,15 +2506,15 @@ impl Machine {
         values: &Values,
         scope: ScopeId,
     ) -> R<Value> {
-        let p = self.prog();
+        let c = self.code.clone();
         let (expr, lhs) = (self.comps[helper as usize].expr, self.comps[helper as usize].lhs);
-        let ExprKind::ListComp { element, .. } = p.expr(expr).kind else { unreachable!() };
+        let Op::ListComp { element, .. } = c.expr(expr).kind else { unreachable!() };
         if guarded {
             return Ok(values.get(&Key::Extra(1)).cloned().unwrap_or(Value::Null));
         }
         if unknown {
             if let Some(col) = lhs {
-                self.receive_flatten(col, Value::Unknown, p.expr(expr).location)?;
+                self.receive_flatten(col, Value::Unknown, c.expr(expr).location)?;
             }
             return Ok(Value::Unknown);
         }
@@ -2518,7 +2525,7 @@ impl Machine {
         let v = self.eval(expr, values, scope)?;
         let Value::Dict(entries) = v else {
             return Err(
-                typing("The ** operator can only be applied to dictionaries").at(self.program.expr(expr).location)
+                typing("The ** operator can only be applied to dictionaries").at(self.code.expr(expr).location)
             );
         };
         let mut out = Vec::new();
@@ -2562,6 +2569,7 @@ impl Machine {
 
     fn exec_stmt(&mut self, stmt: StmtId, values: &Values, scope: ScopeId) -> R<()> {
         let p = self.prog();
+        let c = self.code.clone();
         let location = p.stmt(stmt).location;
         if let Some(Value::List(ids)) = values.get(&Key::Promises) {
             for id in ids.iter() {
@@ -2596,8 +2604,8 @@ impl Machine {
             StmtKind::For { iterable, .. } => {
                 let v = self.eval(iterable, values, scope)?;
                 if !matches!(v, Value::List(_) | Value::Unknown) {
-                    let hint = match p.expr(iterable).kind {
-                        ExprKind::Var(_) | ExprKind::Attr { .. } => {
+                    let hint = match c.expr(iterable).kind {
+                        Op::Var(_) | Op::Attr { .. } => {
                             format!(" Hint: '{}' resolves to '{}'.", self.expr_text(iterable), self.display_value(&v))
                         }
                         _ => format!(" Hint: '{}' is not a list.", self.display_value(&v)),
@@ -2659,41 +2667,41 @@ impl Machine {
     // ----- expression evaluation ----------------------------------------------------------
 
     fn eval(&mut self, expr: ExprId, values: &Values, scope: ScopeId) -> R<Value> {
-        let p = self.prog();
-        let e = p.expr(expr);
+        let c = self.code.clone();
+        let e = c.expr(expr);
         let location = e.location;
         let result = match &e.kind {
-            ExprKind::Const(v) => v.clone(),
-            ExprKind::Var(name) => values.get(&Key::Name(*name)).cloned().unwrap_or(Value::Null),
-            ExprKind::Attr { .. }
-            | ExprKind::And { .. }
-            | ExprKind::Or { .. }
-            | ExprKind::Cond { .. }
-            | ExprKind::Call { .. }
-            | ExprKind::IndexLookup { .. }
-            | ExprKind::SelectorLookup { .. }
-            | ExprKind::ListComp { .. }
-            | ExprKind::IsDefined { .. } => values.get(&Key::Expr(expr)).cloned().unwrap_or(Value::Null),
-            ExprKind::Subscript { map, key } => {
+            Op::Const(v) => (*v).clone(),
+            Op::Var(name) => values.get(&Key::Name(*name)).cloned().unwrap_or(Value::Null),
+            Op::Attr { .. }
+            | Op::And { .. }
+            | Op::Or { .. }
+            | Op::Cond { .. }
+            | Op::Call { .. }
+            | Op::IndexLookup { .. }
+            | Op::SelectorLookup { .. }
+            | Op::ListComp { .. }
+            | Op::IsDefined { .. } => values.get(&Key::Expr(expr)).cloned().unwrap_or(Value::Null),
+            Op::Subscript { map, key } => {
                 let m = self.eval(*map, values, scope)?;
                 let k = self.eval(*key, values, scope)?;
                 self.subscript(m, k).map_err(|e| e.at(location))?
             }
-            ExprKind::Not(a) => {
+            Op::Not(a) => {
                 let v = self.eval(*a, values, scope)?;
                 self.negate(v).map_err(|e| e.at(location))?
             }
-            ExprKind::Binary { op, lhs, rhs } => {
+            Op::Binary { op, lhs, rhs } => {
                 let a = self.eval(*lhs, values, scope)?;
                 let b = self.eval(*rhs, values, scope)?;
                 self.binary(*op, a, b).map_err(|e| e.at(location))?
             }
-            ExprKind::List(items) => {
+            Op::List(items) => {
                 if let Some(v) = values.get(&Key::Expr(expr)) {
                     v.clone()
                 } else {
                     let mut out = Vec::new();
-                    for i in items {
+                    for i in items.iter() {
                         match self.eval(*i, values, scope)? {
                             Value::List(inner) => out.extend(inner.iter().cloned()),
                             v => out.push(v),
@@ -2702,9 +2710,9 @@ impl Machine {
                     Value::List(Arc::from(out))
                 }
             }
-            ExprKind::Dict(entries) => {
+            Op::Dict(entries) => {
                 let mut out: Vec<(Arc<str>, Value)> = Vec::new();
-                for (k, v) in entries {
+                for (k, v) in entries.iter() {
                     let v = self.eval(*v, values, scope)?;
                     if let Some(slot) = out.iter_mut().find(|(x, _)| x == k) {
                         slot.1 = v;
@@ -2714,10 +2722,10 @@ impl Machine {
                 }
                 Value::Dict(Arc::from(out))
             }
-            ExprKind::Format { template, parts } => {
+            Op::Format { template, parts } => {
                 let mut text = template.to_string();
                 let mut result = None;
-                for (r, matched) in parts {
+                for (matched, r) in parts.iter() {
                     let v = self.eval(*r, values, scope)?;
                     match self.interpolated(v, &self.expr_text(*r)).map_err(|e| e.at(location))? {
                         None => {
@@ -2729,10 +2737,10 @@ impl Machine {
                 }
                 result.unwrap_or_else(|| Value::str(&text))
             }
-            ExprKind::FString { template, fields } => {
+            Op::FString { template, fields } => {
                 let mut kwargs: Vec<(String, Value)> = Vec::new();
                 let mut unknown = false;
-                for (r, key) in fields {
+                for (key, r) in fields.iter() {
                     let v = self.eval(*r, values, scope)?;
                     let Some(v) = self.interpolated(v, key.trim()).map_err(|e| e.at(location))? else {
                         unknown = true;
@@ -2747,7 +2755,7 @@ impl Machine {
                     Value::str(&pyformat::format(template, &kwargs, &render).map_err(|m| rt(m).at(location))?)
                 }
             }
-            ExprKind::Construct(c) => self.construct(*c, values, scope, location)?,
+            Op::Construct(c) => self.construct(*c, values, scope, location)?,
         };
         if let Some(Value::Int(collector)) = values.get(&Key::Collector(expr)) {
             self.receive_flatten(*collector as CollectorId, result.clone(), location)?;
@@ -2785,10 +2793,10 @@ impl Machine {
 
     fn expr_text(&self, expr: ExprId) -> String {
         let p = &self.program;
-        match &p.expr(expr).kind {
-            ExprKind::Var(VarRef::Name(n)) => p.name(*n).to_string(),
-            ExprKind::Var(VarRef::Qualified(ns, n)) => format!("{}::{}", p.namespaces[ns.index()].name, p.name(*n)),
-            ExprKind::Attr { base, name } => format!("{}.{}", self.expr_text(*base), p.name(*name)),
+        match self.code.expr(expr).kind {
+            Op::Var(VarRef::Name(n)) => p.name(n).to_string(),
+            Op::Var(VarRef::Qualified(ns, n)) => format!("{}::{}", p.namespaces[ns.index()].name, p.name(n)),
+            Op::Attr { base, name } => format!("{}.{}", self.expr_text(base), p.name(name)),
             _ => "expression".to_string(),
         }
     }
