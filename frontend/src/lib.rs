@@ -38,8 +38,9 @@ pub struct Compiled<'a> {
     pub lowered: Option<weft_ir::program::Program>,
 }
 
-/// Loads, checks and lowers a project. Checking is skipped after load errors, lowering after
-/// any error, as the reference stops at its first static error.
+/// Loads, checks and lowers a project, and resolves the parameters `project.yml` declares.
+/// Checking is skipped after load errors, lowering after any error, as the reference stops at
+/// its first static error; a program with an invalid parameter declaration is not returned.
 pub fn compile<'a>(arena: &'a bumpalo::Bump, dir: &std::path::Path, options: &project::LoadOptions) -> Compiled<'a> {
     let (mut program, mut diagnostics) = project::load_project(arena, dir, options);
     let mut lowered = None;
@@ -47,10 +48,30 @@ pub fn compile<'a>(arena: &'a bumpalo::Bump, dir: &std::path::Path, options: &pr
         let checked = check::check(&mut program);
         diagnostics.extend(checked.diagnostics);
         if !diagnostics.iter().any(Diagnostic::is_error) {
-            lowered = Some(lower::lower(&program, &checked.model));
+            let mut ir = lower::lower(&program, &checked.model);
+            // Declared parameters are weft's own addition: the reference accepts the project
+            // either way, so their errors come after everything it would report.
+            let parameter_errors = lower::parameters(&program, &mut ir);
+            let ok = parameter_errors.is_empty();
+            diagnostics.extend(parameter_errors);
+            lowered = ok.then_some(ir);
         }
     }
     Compiled { project: program, diagnostics, lowered }
+}
+
+impl Compiled<'_> {
+    /// The digest of the project's sources, for the provenance of an artifact. See
+    /// [`project::Program::source_digest`] for exactly what it covers.
+    pub fn source_digest(&self) -> String {
+        self.project.source_digest()
+    }
+}
+
+/// The digest of a compiled project's sources: `project.yml` and every loaded `.cf` file, by
+/// machine-independent path, in load order (see [`project::Program::source_digest`]).
+pub fn source_digest(compiled: &Compiled<'_>) -> String {
+    compiled.source_digest()
 }
 
 /// Runs `f`, first moving to a fresh stack segment if less than 128 KB of stack is left.

@@ -6,16 +6,20 @@
 //! declares, the eager promises of `if` and `for` bodies, and the split of constructor
 //! arguments into direct (index) and indirect attributes. Variable names stay names: the
 //! reference resolves them when a statement is emitted, and so does the evaluator.
+//!
+//! [`parameters`] runs after lowering: it finds the top-level assignments of `main.cf` that
+//! `project.yml` declares as parameters and records their constant instructions.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use weft_ir::diagnostic::codes;
 use weft_ir::program::{
     self as ir, BaseType as IrBase, BinOp, BlockId, Callee, Constraint, CtorId, ExprId, ExprKind, StmtId, StmtKind,
     ValueType as IrValueType, VarRef,
 };
 use weft_ir::value::Value;
-use weft_ir::{FileId, Location, Span, Symbol};
+use weft_ir::{Diagnostic, ErrorKind, FileId, Location, Span, Symbol};
 
 use crate::ast;
 use crate::check::{self, AttributeKind, BaseType, EntityId, Model, NsId, Primitive, Resolved};
@@ -32,6 +36,90 @@ pub fn lower(project: &Project<'_>, model: &Model<'_>) -> ir::Program {
     lowerer.out.names = names;
     lowerer.run();
     lowerer.out
+}
+
+/// Resolves the parameters `project.yml` declares (`weft: parameters:`) against the lowered
+/// program and records them in [`ir::Program::parameters`], in declaration order.
+///
+/// A parameter must be a top-level variable of `main.cf` (the `__config__` namespace),
+/// assigned exactly once, with a value that lowering folded into a single constant (a string,
+/// number, bool or null literal, or a list or dict literal of those): that constant is the
+/// default, and its instruction is the one a host replaces with the value it sets. Lowering
+/// creates a fresh instruction for every literal and never shares one, so replacing it changes
+/// nothing else. Every other case is an error, reported at the `project.yml` entry or at the
+/// assignment.
+pub fn parameters(project: &Project<'_>, program: &mut ir::Program) -> Vec<Diagnostic> {
+    let declared = &project.config.parameters;
+    let mut diagnostics = Vec::new();
+    if declared.is_empty() {
+        return diagnostics;
+    }
+    let error = |message: String, at: Location, label: &str| {
+        Diagnostic::error(ErrorKind::CompilerException, codes::PROJECT_INVALID, message).at(at, label.to_string())
+    };
+    // The top-level assignments of main.cf, by variable name, in source order.
+    let mut assignments: HashMap<&str, Vec<(StmtId, ExprId)>> = HashMap::new();
+    if let Some(config) = program.namespaces.iter().find(|n| n.name == "__config__") {
+        for &sid in &program.block(config.root).stmts {
+            if let StmtKind::Assign { var, value } = program.stmt(sid).kind {
+                assignments.entry(program.name(var)).or_default().push((sid, value));
+            }
+        }
+    }
+    let mut resolved = Vec::new();
+    for param in declared {
+        let found = assignments.get(param.name.as_str()).map(Vec::as_slice).unwrap_or_default();
+        let &[(sid, value), ref again @ ..] = found else {
+            diagnostics.push(
+                error(
+                    format!("parameter `{}` is not a top-level variable of main.cf", param.name),
+                    param.location,
+                    "declared as a parameter here",
+                )
+                .with_help(format!(
+                    "assign the default at the top level of main.cf, outside any `if` or `for`: `{} = ...`",
+                    param.name
+                )),
+            );
+            continue;
+        };
+        if let Some(&(second, _)) = again.first() {
+            diagnostics.push(
+                error(
+                    format!("parameter `{}` is assigned more than once in main.cf", param.name),
+                    program.stmt(second).location,
+                    "assigned again here",
+                )
+                .with_label(program.stmt(sid).location, "first assigned here")
+                .with_label(param.location, "declared as a parameter here")
+                .with_note("a parameter is assigned exactly once: that constant is its default"),
+            );
+            continue;
+        }
+        if !matches!(program.expr(value).kind, ExprKind::Const(_)) {
+            diagnostics.push(
+                error(
+                    format!("the default of parameter `{}` is not a constant", param.name),
+                    program.expr(value).location,
+                    "not a constant",
+                )
+                .with_label(param.location, "declared as a parameter here")
+                .with_note(
+                    "a parameter's default is a literal: a string, number, bool or null, or a list or dict of \
+                     such literals",
+                ),
+            );
+            continue;
+        }
+        resolved.push(ir::Parameter {
+            name: param.name.clone(),
+            description: param.description.clone(),
+            value,
+            location: program.stmt(sid).location,
+        });
+    }
+    program.parameters = resolved;
+    diagnostics
 }
 
 struct Lowerer<'p, 'a> {
@@ -56,7 +144,7 @@ impl<'p, 'a> Lowerer<'p, 'a> {
     fn run(&mut self) {
         for (_, file) in self.project.sources.files() {
             let display = if file.name.starts_with('<') { file.name.clone() } else { format!("./{}", file.name) };
-            self.out.files.push(ir::FileInfo { display, line_starts: file.line_starts().to_vec() });
+            self.out.files.push(ir::FileInfo::from_source(display, file));
         }
         self.out.plugins = self.model.plugins.iter().map(|p| p.signature.clone()).collect();
         self.out.std_entity = ir::EntityId(self.model.std_entity.map(|e| e.0).unwrap_or(0));

@@ -47,6 +47,41 @@ pub struct ProjectConfig {
     pub relation_precedence_policy: Vec<String>,
     /// Whether `project.yml` was present (a directory with only `main.cf` is accepted too).
     pub has_project_file: bool,
+    /// `project.yml` in the source map, when it was present and readable.
+    pub project_file: Option<FileId>,
+    /// The parameters declared under `weft: parameters:`, in declaration order.
+    pub parameters: Vec<DeclaredParameter>,
+}
+
+/// A parameter declared in `project.yml`:
+///
+/// ```yaml
+/// weft:
+///   parameters:
+///     - replicas                                  # a name
+///     - region: "the region to deploy to"         # a name with a description
+/// ```
+///
+/// or, as a mapping from names to descriptions (`null` for none):
+///
+/// ```yaml
+/// weft:
+///   parameters:
+///     replicas: "how many replicas to run"
+///     region:
+/// ```
+///
+/// The Inmanta language has no way to declare a parameter, and a project must still compile
+/// with the reference compiler, so the declaration lives under a key of its own in
+/// `project.yml`: the reference reads that file with pydantic, which ignores unknown keys.
+/// Whether the name is a top-level variable of `main.cf` with a constant value is checked
+/// after lowering (`lower::parameters`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeclaredParameter {
+    pub name: String,
+    pub description: Option<String>,
+    /// The entry in `project.yml` (the name as written).
+    pub location: Location,
 }
 
 /// How a module was found.
@@ -120,6 +155,65 @@ impl Program<'_> {
     /// Each loaded module's directory on disk (holding `templates/` and `files/`), by name.
     pub fn module_dirs(&self) -> std::collections::HashMap<String, PathBuf> {
         self.modules.iter().filter_map(|m| m.root().map(|r| (m.name.clone(), r.to_path_buf()))).collect()
+    }
+
+    /// The digest of the sources this compile read, for the provenance of an artifact: the
+    /// lowercase hex SHA-256 of
+    ///
+    /// 1. the tag `weft-source-digest-v1`;
+    /// 2. `project.yml`: the tag `project.yml` and its contents, or the tag `no project.yml`
+    ///    when the project has none;
+    /// 3. for every loaded namespace in load order (`main.cf` first, then modules as the
+    ///    reference executes them): the tag `cf`, the file's path and its contents.
+    ///
+    /// The path of `main.cf` is `main.cf`; the path of a module's file is the module's name and
+    /// the file's path inside the module (`std/model/_init.cf`, `mymod/model/sub.cf`), so the
+    /// digest does not depend on where the project, the module path or the Python environment
+    /// is on disk. Every item is framed (its length as a little-endian `u64`, then its bytes),
+    /// so no two different sequences of files hash the same input. Nothing else enters:
+    /// no absolute paths, modification times, module versions, or plugin (Python) sources.
+    /// The same sources give the same digest on any machine; a new weft version whose embedded
+    /// `std` model changed gives a different one, as it should.
+    pub fn source_digest(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let mut hasher = Sha256::new();
+        let mut item = |bytes: &[u8]| {
+            hasher.update((bytes.len() as u64).to_le_bytes());
+            hasher.update(bytes);
+        };
+        item(b"weft-source-digest-v1");
+        match self.config.project_file {
+            Some(file) => {
+                item(b"project.yml");
+                item(self.sources.get(file).text.as_bytes());
+            }
+            None => item(b"no project.yml"),
+        }
+        for ns in &self.namespaces {
+            item(b"cf");
+            item(self.digest_path(ns).as_bytes());
+            item(self.sources.get(ns.file).text.as_bytes());
+        }
+        let digest = hasher.finalize();
+        digest.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// The machine-independent path of a namespace's file (see [`Program::source_digest`]).
+    fn digest_path(&self, ns: &Namespace<'_>) -> String {
+        let Some(module) = ns.module.map(|m| &self.modules[m]) else { return "main.cf".to_string() };
+        let shown = &self.sources.get(ns.file).name;
+        let inside = match module.root() {
+            // Embedded files are shown as `<weft>/std/<path>`.
+            None => shown.strip_prefix(&format!("<weft>/{}/", module.name)).map(str::to_string),
+            Some(root) => {
+                // Files are shown relative to the project when they are inside it.
+                let full = if Path::new(shown).is_absolute() { PathBuf::from(shown) } else { self.dir.join(shown) };
+                full.strip_prefix(root).ok().map(|rel| rel.to_string_lossy().replace('\\', "/"))
+            }
+        };
+        // A file outside its module cannot happen; the namespace still names it uniquely.
+        let inside = inside.unwrap_or_else(|| ns.name.clone());
+        format!("{}/{inside}", module.name)
     }
 }
 
@@ -259,6 +353,7 @@ impl<'a> Loader<'a> {
         };
         config.has_project_file = true;
         let file = self.sources.add(SourceFile::new(self.display_path(&path), text.as_str()));
+        config.project_file = Some(file);
         let value: serde_norway::Value = match serde_norway::from_str(&text) {
             Ok(v) => v,
             Err(e) => {
@@ -296,7 +391,118 @@ impl<'a> Loader<'a> {
         if let Some(serde_norway::Value::Sequence(rules)) = value.get("relation_precedence_policy") {
             config.relation_precedence_policy = rules.iter().filter_map(|r| r.as_str().map(str::to_string)).collect();
         }
+        if let Some(weft) = value.get("weft") {
+            config.parameters = self.read_weft_section(weft, &text, file);
+        }
         config
+    }
+
+    /// Reads the weft-specific section of `project.yml` (see [`DeclaredParameter`]).
+    ///
+    /// The YAML library gives values without positions, so entries are located in the text by
+    /// [`YamlLocator`]; a diagnostic that cannot be placed precisely points at `weft:`.
+    fn read_weft_section(&mut self, weft: &serde_norway::Value, text: &str, file: FileId) -> Vec<DeclaredParameter> {
+        use serde_norway::Value as Y;
+        let mut locator = YamlLocator::new(text);
+        let section_at = Location::new(file, locator.section);
+        let error = |message: String, at: Location, label: &str| {
+            Diagnostic::error(ErrorKind::CompilerException, codes::PROJECT_INVALID, message).at(at, label.to_string())
+        };
+        let entries = match weft {
+            Y::Null => return Vec::new(),
+            Y::Mapping(entries) => entries,
+            _ => {
+                self.diagnostics.push(error(
+                    "project.yml: `weft` must be a mapping (`weft:` followed by indented keys)".into(),
+                    section_at,
+                    "not a mapping",
+                ));
+                return Vec::new();
+            }
+        };
+        let mut parameters: Vec<DeclaredParameter> = Vec::new();
+        for (key, value) in entries {
+            match key.as_str() {
+                Some("parameters") => {}
+                other => {
+                    // Strict, because `weft:` is weft's own namespace: a misspelt key would
+                    // otherwise silently declare nothing.
+                    let shown = other.map(str::to_string).unwrap_or_else(|| format!("{key:?}"));
+                    let at = other.map_or(section_at, |k| Location::new(file, locator.key_in_section(k)));
+                    self.diagnostics.push(
+                        error(format!("project.yml: unknown key `weft.{shown}`"), at, "unknown key")
+                            .with_note("the keys weft reads under `weft:` are: parameters"),
+                    );
+                    continue;
+                }
+            }
+            locator.enter_parameters();
+            let mut add = |this: &mut Self, name: Option<&str>, description: Option<&Y>| {
+                let Some(name) = name else {
+                    this.diagnostics.push(
+                        error(
+                            "project.yml: a parameter name under `weft.parameters` must be a string".into(),
+                            Location::new(file, locator.parameters),
+                            "in this list",
+                        )
+                        .with_help("write `- name` or `- name: \"description\"`"),
+                    );
+                    return;
+                };
+                let description = match description {
+                    None | Some(Y::Null) => None,
+                    Some(Y::String(d)) => Some(d.clone()),
+                    Some(_) => {
+                        let at = Location::new(file, locator.entry(name, true));
+                        this.diagnostics.push(error(
+                            format!("project.yml: the description of parameter `{name}` must be a string"),
+                            at,
+                            "not a string",
+                        ));
+                        return;
+                    }
+                };
+                let at = Location::new(file, locator.entry(name, description.is_some()));
+                if let Some(first) = parameters.iter().find(|p| p.name == name) {
+                    this.diagnostics.push(
+                        error(format!("project.yml: parameter `{name}` is declared twice"), at, "declared again here")
+                            .with_label(first.location, "first declared here"),
+                    );
+                    return;
+                }
+                parameters.push(DeclaredParameter { name: name.to_string(), description, location: at });
+            };
+            match value {
+                Y::Null => {}
+                Y::Sequence(items) => {
+                    for item in items {
+                        match item {
+                            Y::String(name) => add(self, Some(name), None),
+                            // `- name: "description"`: a mapping with one entry.
+                            Y::Mapping(m)
+                                if m.len() == 1
+                                    && let Some((k, d)) = m.iter().next() =>
+                            {
+                                add(self, k.as_str(), Some(d));
+                            }
+                            _ => add(self, None, None),
+                        }
+                    }
+                }
+                Y::Mapping(m) => {
+                    for (k, d) in m {
+                        add(self, k.as_str(), Some(d));
+                    }
+                }
+                _ => self.diagnostics.push(error(
+                    "project.yml: `weft.parameters` must be a list of names or a mapping from names to descriptions"
+                        .into(),
+                    Location::new(file, locator.parameters),
+                    "not a list or mapping",
+                )),
+            }
+        }
+        parameters
     }
 
     /// Parses one file into the arena, registering it in the source map.
@@ -582,6 +788,113 @@ impl<'a> Loader<'a> {
         collect_python_files(&root, &root, skip, &mut out);
         out.sort();
         out
+    }
+}
+
+/// Finds where things of the `weft:` section are written in the text of `project.yml`.
+///
+/// The YAML library reports values without positions, and diagnostics about declared parameters
+/// should point at the entry they are about. The section is small and written by hand, so a
+/// textual search is enough: `weft:` is a key at the start of a line and its section runs to
+/// the next line that starts with another key; inside it, names are found as whole words
+/// outside comments, in declaration order (each search starts after the previous entry). When a
+/// search fails, the position falls back to the enclosing key, which is still the right line
+/// to look at.
+struct YamlLocator<'t> {
+    text: &'t str,
+    /// The `weft` key, or the start of the file.
+    section: Span,
+    /// Where the section ends: the start of the next top-level key, or the end of the text.
+    section_end: usize,
+    /// The `parameters` key, or `section`.
+    parameters: Span,
+    /// Where the search for the next entry starts.
+    cursor: usize,
+}
+
+impl<'t> YamlLocator<'t> {
+    fn new(text: &'t str) -> Self {
+        let mut section: Option<Span> = None;
+        let mut section_end = text.len();
+        let mut offset = 0;
+        for line in text.split_inclusive('\n') {
+            let start = offset;
+            offset += line.len();
+            match section {
+                None => {
+                    if let Some(rest) = line.strip_prefix("weft")
+                        && rest.trim_start_matches([' ', '\t']).starts_with(':')
+                    {
+                        section = Some(Span::new(start as u32, start as u32 + 4));
+                    }
+                }
+                Some(_) => {
+                    if line.starts_with(|c: char| !c.is_whitespace() && c != '#' && c != '-') {
+                        section_end = start;
+                        break;
+                    }
+                }
+            }
+        }
+        let section = section.unwrap_or_default();
+        YamlLocator { text, section, section_end, parameters: section, cursor: section.end as usize }
+    }
+
+    /// The first whole-word occurrence of `word` in `from..section_end`, outside comments.
+    fn find_word(&self, word: &str, from: usize) -> Option<Span> {
+        let is_name_char = |c: char| c.is_alphanumeric() || c == '_' || c == '-';
+        let region = self.text.get(from..self.section_end)?;
+        let mut search = 0;
+        while let Some(found) = region[search..].find(word) {
+            let start = from + search + found;
+            let end = start + word.len();
+            search += found + word.len();
+            let before = self.text[..start].chars().next_back();
+            let after = self.text[end..].chars().next();
+            if before.is_some_and(is_name_char) || after.is_some_and(is_name_char) {
+                continue;
+            }
+            let line_start = self.text[..start].rfind('\n').map_or(0, |i| i + 1);
+            if self.text[line_start..start].contains('#') {
+                continue;
+            }
+            return Some(Span::new(start as u32, end as u32));
+        }
+        None
+    }
+
+    /// The key `key` directly in the section (followed by a colon).
+    fn key_in_section(&self, key: &str) -> Span {
+        let mut from = self.section.end as usize;
+        while let Some(span) = self.find_word(key, from) {
+            if self.text[span.end as usize..].trim_start_matches([' ', '\t']).starts_with(':') {
+                return span;
+            }
+            from = span.end as usize;
+        }
+        self.section
+    }
+
+    /// Moves to the `parameters` key: entries are searched after it.
+    fn enter_parameters(&mut self) {
+        self.parameters = self.key_in_section("parameters");
+        self.cursor = self.parameters.end as usize;
+    }
+
+    /// The next entry named `name`. An entry with a description is followed by text that may
+    /// mention other names, so the next search starts on the following line.
+    fn entry(&mut self, name: &str, has_description: bool) -> Span {
+        match self.find_word(name, self.cursor) {
+            Some(span) => {
+                self.cursor = if has_description {
+                    self.text[span.end as usize..].find('\n').map_or(self.section_end, |i| span.end as usize + i)
+                } else {
+                    span.end as usize
+                };
+                span
+            }
+            None => self.parameters,
+        }
     }
 }
 
