@@ -8,8 +8,10 @@
 //! Architecture invariant: this crate depends on no other weft crate, performs no I/O and
 //! renders nothing; it only describes.
 
+pub mod artifact;
 pub mod diagnostic;
 pub mod format_spec;
+pub mod inputs;
 pub mod plugin;
 pub mod program;
 pub mod span;

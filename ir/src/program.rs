@@ -37,6 +37,8 @@ macro_rules! index_type {
     ($(#[$doc:meta])* $name:ident, $prefix:literal) => {
         $(#[$doc])*
         #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[derive(zerocopy::FromBytes, zerocopy::IntoBytes, zerocopy::Immutable, zerocopy::KnownLayout)]
+        #[repr(transparent)]
         pub struct $name(pub u32);
 
         impl $name {
@@ -77,9 +79,35 @@ pub struct FileInfo {
     pub display: String,
     /// Byte offsets of line starts.
     pub line_starts: Vec<u32>,
+    /// The characters of more than one byte: offset and extra bytes. Columns are counted in
+    /// characters, as the reference counts them, and an artifact carries no source text to
+    /// count them in.
+    #[serde(default)]
+    pub wide_chars: Vec<(u32, u8)>,
 }
 
 impl FileInfo {
+    /// The line table of a source file.
+    pub fn from_source(display: String, file: &crate::span::SourceFile) -> FileInfo {
+        let wide_chars = file
+            .text
+            .char_indices()
+            .filter(|(_, c)| c.len_utf8() > 1)
+            .map(|(at, c)| (at as u32, (c.len_utf8() - 1) as u8))
+            .collect();
+        FileInfo { display, line_starts: file.line_starts().to_vec(), wide_chars }
+    }
+
+    /// The 1-based line and character column of a byte offset.
+    pub fn line_col(&self, offset: u32) -> crate::span::LineCol {
+        let line = self.line(offset).max(1);
+        let start = self.line_starts.get(line as usize - 1).copied().unwrap_or(0).min(offset);
+        let from = self.wide_chars.partition_point(|(at, _)| *at < start);
+        let to = self.wide_chars.partition_point(|(at, _)| *at < offset);
+        let extra: u32 = self.wide_chars[from..to.max(from)].iter().map(|(_, n)| u32::from(*n)).sum();
+        crate::span::LineCol { line, column: (offset - start).saturating_sub(extra) + 1 }
+    }
+
     /// The 1-based line of a byte offset.
     pub fn line(&self, offset: u32) -> u32 {
         match self.line_starts.binary_search(&offset) {
@@ -108,6 +136,37 @@ pub struct Program {
     pub ctors: Vec<Ctor>,
     /// `std::Entity`.
     pub std_entity: EntityId,
+    /// The parameters `project.yml` declares (`weft: parameters:`), in declaration order: the
+    /// top-level variables of `main.cf` that a host may set at run time (`--set name=value`).
+    #[serde(default)]
+    pub parameters: Vec<Parameter>,
+}
+
+/// A declared parameter: a top-level variable of `main.cf`, assigned once with a constant that
+/// is its default.
+///
+/// The constant lives in its own instruction, `value`, which nothing else in the program names,
+/// so that a host can replace exactly that instruction's constant with the value it was given
+/// and leave every other use of an equal constant alone.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Parameter {
+    pub name: String,
+    /// The description given in `project.yml`, when the mapping form was used.
+    pub description: Option<String>,
+    /// The [`ExprKind::Const`] instruction holding the default.
+    pub value: ExprId,
+    /// The assignment in `main.cf`.
+    pub location: Location,
+}
+
+impl Parameter {
+    /// The constant the instruction currently holds: the default, unless a host replaced it.
+    pub fn default_value<'p>(&self, program: &'p Program) -> Option<&'p Value> {
+        match &program.exprs.get(self.value.index())?.kind {
+            ExprKind::Const(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -673,6 +732,15 @@ impl<'p> Printer<'p> {
         }
         for ns in p.namespaces.iter().filter(|n| (self.show)(&n.name)) {
             let _ = writeln!(self.out, "namespace {} root b{}", ns.name, ns.root.0);
+        }
+        // Parameters are variables of `__config__`; a program without any prints nothing here,
+        // so the text of existing programs is unchanged.
+        if (self.show)("__config__") {
+            for param in &p.parameters {
+                let line = p.line(param.location);
+                let value = self.describe(&p.expr(param.value).kind);
+                let _ = writeln!(self.out, "parameter {} {} = {value}  ; line {line}", param.name, param.value);
+            }
         }
         for (i, b) in p.blocks.iter().enumerate() {
             if !(self.show)(&p.namespaces[b.ns.index()].name) {
