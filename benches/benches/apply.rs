@@ -31,12 +31,12 @@ fn exported_graph(hosts: u32) -> ResourceGraph {
     let model = generated_model(hosts, Flavor::Resources);
     let arena = bumpalo::Bump::new();
     let compiled = weft_frontend::compile(&arena, &model.dir, &LoadOptions { python_env: None });
-    let module_dirs = compiled.project.module_dirs();
+    let modules = weft_runtime::modules::Modules::from_dirs(compiled.project.module_dirs());
     let lowered = compiled.lowered.unwrap_or_else(|| panic!("{}: {:?}", model.name, compiled.diagnostics));
-    let options = weft_runtime::Options { module_dirs: module_dirs.clone(), max_iterations: None };
+    let options = weft_runtime::Options { modules: modules.clone(), ..weft_runtime::Options::default() };
     let (outcome, evaluated) = weft_runtime::evaluate_model(Arc::new(lowered), &options);
     let evaluated = evaluated.unwrap_or_else(|| panic!("{}: {:?}", model.name, outcome.errors));
-    match weft_runtime::export::export(&evaluated, &module_dirs) {
+    match weft_runtime::export::export(&evaluated, &modules) {
         Ok(export) => export.graph,
         Err(e) => panic!("{}: {:?}", model.name, e.diagnostics),
     }

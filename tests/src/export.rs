@@ -63,8 +63,8 @@ pub fn export(dir: &Path, python_env: Option<&Path>) -> Exported {
             warnings: vec![],
         };
     };
-    let module_dirs = compiled.project.module_dirs();
-    let options = weft_runtime::Options { module_dirs: module_dirs.clone(), max_iterations: None };
+    let modules = weft_runtime::modules::Modules::from_dirs(compiled.project.module_dirs());
+    let options = weft_runtime::Options { modules: modules.clone(), ..weft_runtime::Options::default() };
     let (outcome, model) = weft_runtime::evaluate_model(Arc::new(lowered), &options);
     if let Some(error) = first_error(&outcome.errors) {
         return Exported { graph: None, error: Some(error), warnings: Vec::new() };
@@ -79,7 +79,7 @@ pub fn export(dir: &Path, python_env: Option<&Path>) -> Exported {
     let text = |diagnostics: &[Diagnostic]| {
         diagnostics.iter().filter(|d| !d.is_error()).map(|d| d.message.clone()).collect::<Vec<_>>()
     };
-    match weft_runtime::export::export(&model, &module_dirs) {
+    match weft_runtime::export::export(&model, &modules) {
         Ok(export) => Exported { graph: Some(export.graph), error: None, warnings: text(&export.warnings) },
         Err(failure) => {
             Exported { graph: None, error: first_error(&failure.diagnostics), warnings: text(&failure.diagnostics) }

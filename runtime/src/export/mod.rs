@@ -4,7 +4,8 @@
 //! 1. Every instance of a registered resource type (or of a subclass) becomes a resource,
 //!    unless its id or agent is Unknown or its type asks to ignore it (`managed=false`).
 //!    Which entity types are resources is decided by the Python code of the modules (the
-//!    `@resource` decorator); weft reads those registrations from the module sources and
+//!    `@resource` decorator); weft reads those registrations from the module sources (an
+//!    artifact carries them, read when it was built: [`Modules::registrations`]) and
 //!    implements the field mapping of the types it knows natively ([`types`]). A registered
 //!    type weft does not know is an error, never a silent omission.
 //! 2. Fields are mapped and converted to JSON ([`values`]); references are moved out of the
@@ -17,11 +18,13 @@
 //! the order in which instances were created; the reference's is the same up to its sets.
 
 mod fs;
+mod id;
 mod types;
 mod values;
 
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::convert::Infallible;
+use std::path::Path;
 
 use weft_ir::diagnostic::codes;
 use weft_ir::program::{AttributeKind, EntityId, Program};
@@ -30,9 +33,12 @@ use weft_ir::value::Value;
 use weft_ir::{Diagnostic, ErrorKind};
 use weft_vm::Machine;
 
-use crate::graph::{Resource, ResourceGraph, ResourceId};
-pub use types::registered_in_source;
-use types::{Getter, ResourceType};
+use crate::graph::{Resource, ResourceGraph};
+use crate::modules::Modules;
+pub(crate) use id::{Attributes, IdFailure, resource_id};
+use types::Getter;
+pub use types::{Registration, STD_SOURCE, registered_in_source, registrations};
+pub(crate) use types::{ResourceType, native, scan_registrations, std_registrations};
 
 /// An evaluated model: the instances and their frozen attribute values.
 pub struct Model {
@@ -135,6 +141,25 @@ impl Model {
     }
 }
 
+/// The evaluated model's attributes, for resource ids: every value is final.
+struct ModelAttributes<'m>(&'m Model);
+
+impl Attributes for ModelAttributes<'_> {
+    type Wait = Infallible;
+
+    fn read(&mut self, instance: u32, name: &str) -> Result<Read, Infallible> {
+        Ok(self.0.read(instance, name))
+    }
+
+    fn display(&self, value: &Value) -> String {
+        self.0.display(value)
+    }
+
+    fn entity_name(&self, instance: u32) -> String {
+        self.0.program().entity(self.0.entity_of(instance)).name.clone()
+    }
+}
+
 /// The result of an export: the graph, and the warnings the reference would log.
 #[derive(Debug, Default)]
 pub struct Export {
@@ -148,10 +173,11 @@ pub struct ExportError {
     pub diagnostics: Vec<Diagnostic>,
 }
 
-/// Builds the resource graph of an evaluated model. `module_dirs` maps module names to their
-/// directories, where the modules' Python sources declare which entity types are resources.
-pub fn export(model: &Model, module_dirs: &HashMap<String, PathBuf>) -> Result<Export, ExportError> {
-    let mut exporter = Exporter::new(model, module_dirs);
+/// Builds the resource graph of an evaluated model. The modules' Python sources declare which
+/// entity types are resources: `modules` reads them from the modules' directories, or carries
+/// the registrations read when an artifact was built ([`Modules::registrations`]).
+pub fn export(model: &Model, modules: &Modules) -> Result<Export, ExportError> {
+    let mut exporter = Exporter::new(model, modules);
     match exporter.run() {
         Ok(()) => Ok(Export { graph: exporter.graph, warnings: exporter.warnings }),
         Err(error) => {
@@ -190,7 +216,7 @@ type Mapping = (Resource, Vec<(String, Vec<u8>)>);
 
 struct Exporter<'m> {
     model: &'m Model,
-    module_dirs: &'m HashMap<String, PathBuf>,
+    modules: &'m Modules,
     graph: ResourceGraph,
     warnings: Vec<Diagnostic>,
     /// The resource of each exported instance.
@@ -203,10 +229,10 @@ struct Exporter<'m> {
 }
 
 impl<'m> Exporter<'m> {
-    fn new(model: &'m Model, module_dirs: &'m HashMap<String, PathBuf>) -> Self {
+    fn new(model: &'m Model, modules: &'m Modules) -> Self {
         Exporter {
             model,
-            module_dirs,
+            modules,
             graph: ResourceGraph::default(),
             warnings: Vec::new(),
             resource_of: HashMap::new(),
@@ -217,14 +243,15 @@ impl<'m> Exporter<'m> {
 
     fn run(&mut self) -> Result<(), Diagnostic> {
         let program = self.model.program();
-        let registered = types::registered(self.module_dirs, &|name| program.entity_by_name(name).is_some());
+        let registered = registrations(self.modules, |name| program.entity_by_name(name).is_some());
         let mut ignored = HashSet::new();
         for registration in &registered {
             let Some(entity) = program.entity_by_name(&registration.name) else { continue };
             let instances = self.model.instances_of(entity);
             let Some(ty) = types::native(&registration.name) else {
                 if let Some(&first) = instances.first() {
-                    return Err(unsupported_type(registration, self.model.location_of(first)));
+                    let source = self.modules.source_display(registration);
+                    return Err(unsupported_type(registration, &source, self.model.location_of(first)));
                 }
                 continue;
             };
@@ -252,16 +279,11 @@ impl<'m> Exporter<'m> {
     fn map_resource(&mut self, ty: &ResourceType, instance: u32) -> Result<Mapping, Stop> {
         let model = self.model;
         let location = model.location_of(instance);
-        let agent = self.agent_of(ty, instance, location)?;
-        let id_value = match values::map_field(model, ty, ty.id_attribute, instance, None)? {
-            Mapped::Unknown => return Err(Stop::Ignore),
-            Mapped::Json(json) => values::python_str(&json),
-        };
-        let id = ResourceId {
-            entity_type: ty.name.to_string(),
-            agent,
-            attribute: ty.id_attribute.to_string(),
-            value: id_value,
+        let id = match resource_id(ty, instance, &mut ModelAttributes(model)) {
+            Ok(id) => id,
+            Err(IdFailure::Unknown) => return Err(Stop::Ignore),
+            Err(IdFailure::Error(kind, message)) => return Err(Stop::Error(error_at(kind, message, location))),
+            Err(IdFailure::Wait(never)) => match never {},
         };
         let mut collector = values::ReferenceCollector::new(id.to_string());
         let mut fields = serde_json::Map::new();
@@ -281,7 +303,7 @@ impl<'m> Exporter<'m> {
                     None if matches!(model.read(instance, "content"), Read::Value(Value::Unknown)) => Mapped::Unknown,
                     None => Mapped::Json(serde_json::Value::Null),
                 },
-                _ => values::map_field(model, ty, name, instance, Some(&mut collector))?,
+                _ => values::map_field(model, ty, name, instance, &mut collector)?,
             };
             let json = match mapped {
                 Mapped::Json(json) => json,
@@ -296,62 +318,6 @@ impl<'m> Exporter<'m> {
         fields.insert("references".to_string(), serde_json::Value::Array(references));
         fields.insert("mutators".to_string(), serde_json::Value::Array(mutators));
         Ok((Resource { id, fields, requires: Vec::new(), undefined }, files))
-    }
-
-    /// Follows the type's agent path (`host.name`) from the instance; the first element of a
-    /// list on the way is taken, as the reference does.
-    fn agent_of(&self, ty: &ResourceType, instance: u32, location: Option<Location>) -> Result<String, Stop> {
-        let model = self.model;
-        let mut current = Value::Instance(instance);
-        for (n, step) in ty.agent.split('.').enumerate() {
-            if let Value::List(items) = &current {
-                current = items.first().cloned().unwrap_or(Value::Null);
-            }
-            let read = match &current {
-                Value::Instance(i) => model.read(*i, step),
-                Value::Unknown => return Err(Stop::Ignore),
-                _ => Read::Missing,
-            };
-            current = match read {
-                Read::Value(Value::Unknown) => return Err(Stop::Ignore),
-                Read::Value(Value::Reference(_)) => {
-                    let path = ty.agent.split('.').take(n + 1).collect::<Vec<_>>().join(".");
-                    return Err(Stop::Error(error_at(
-                        ErrorKind::ResourceException,
-                        format!(
-                            "Encountered reference in resource's agent attribute. Agent attribute values can not be \
-                             references. Encountered at attribute '{path}' of resource instance {}",
-                            model.display(&Value::Instance(instance))
-                        ),
-                        location,
-                    )));
-                }
-                Read::Value(value) => value,
-                Read::Missing | Read::NoValue => {
-                    return Err(Stop::Error(error_at(
-                        ErrorKind::CompilerException,
-                        format!(
-                            "Unable to get the name of agent {} belongs to. In path {}, '{step}' does not exist",
-                            model.display(&Value::Instance(instance)),
-                            ty.agent
-                        ),
-                        location,
-                    )));
-                }
-            };
-        }
-        match current {
-            Value::Str(s) => Ok(s.to_string()),
-            other => Err(Stop::Error(error_at(
-                ErrorKind::ResourceException,
-                format!(
-                    "The agent attribute should lead to a string, got {} of type <class '{}'>",
-                    model.display(&other),
-                    values::python_class(&other)
-                ),
-                location,
-            ))),
-        }
     }
 
     fn add(&mut self, (resource, files): Mapping, instance: u32) -> Result<(), Diagnostic> {
@@ -503,16 +469,16 @@ impl<'m> Exporter<'m> {
     }
 }
 
-fn unsupported_type(registration: &types::Registration, location: Option<Location>) -> Diagnostic {
+/// A registered type without a native export; `source` is the registering Python file as
+/// [`Modules::source_display`] names it.
+fn unsupported_type(registration: &Registration, source: &str, location: Option<Location>) -> Diagnostic {
     let diagnostic = Diagnostic::error(
         ErrorKind::CompilerException,
         codes::EXPORT_UNSUPPORTED,
         format!(
             "resource type {} is registered by the Python code of module {} ({}), and weft has no native \
              implementation of its export",
-            registration.name,
-            registration.module,
-            registration.source.display()
+            registration.name, registration.module, source
         ),
     )
     .with_help(format!("weft exports these resource types natively: {}", types::native_names().join(", ")));

@@ -7,8 +7,11 @@
 //! resource exactly when the reference's would be) and carries a native table of the types it
 //! implements, the methods written in Rust.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::modules::Modules;
 
 /// How one field gets its value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -146,37 +149,55 @@ pub(crate) fn native_names() -> Vec<&'static str> {
 }
 
 /// A `@resource` registration found in a module's Python code.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Registration {
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Registration {
+    /// The registered entity type (`fs::File`).
     pub name: String,
+    /// The module whose Python code registers it.
     pub module: String,
-    pub source: PathBuf,
+    /// The Python file, relative to the module's root and separated by `/`
+    /// (`plugins/__init__.py` in a v1 module, `__init__.py` in a v2 package), so it names
+    /// the same file on every host; [`STD_SOURCE`] for std's own.
+    pub source: String,
 }
 
-/// The resource types registered by the modules, std's first (it is always loaded), then
-/// each module's in name order, each module's in source order. Only entity types the model
-/// defines matter (`defined`), and the scan of a module stops there.
-pub(crate) fn registered(module_dirs: &HashMap<String, PathBuf>, defined: &dyn Fn(&str) -> bool) -> Vec<Registration> {
-    let mut out: Vec<Registration> = ["std::testing::NullResource", "std::AgentConfig"]
+/// The source of the registrations of weft's std, which is compiled in.
+pub const STD_SOURCE: &str = "<std>";
+
+/// The resource types of weft's std (inmanta-module-std registers them in its Python code).
+pub(crate) fn std_registrations() -> Vec<Registration> {
+    ["std::testing::NullResource", "std::AgentConfig"]
         .into_iter()
-        .map(|name| Registration { name: name.to_string(), module: "std".to_string(), source: PathBuf::from("<std>") })
-        .collect();
-    let mut modules: Vec<(&String, &PathBuf)> = module_dirs.iter().filter(|(m, _)| m.as_str() != "std").collect();
-    modules.sort();
-    for (module, dir) in modules {
-        let mut sources = Vec::new();
-        python_sources(dir, 0, &mut sources);
-        sources.sort();
-        for source in sources {
-            let Ok(text) = std::fs::read_to_string(&source) else { continue };
-            for name in registered_in_source(&text) {
-                if defined(&name) && !out.iter().any(|r| r.name == name) {
-                    out.push(Registration { name, module: module.clone(), source: source.clone() });
-                }
-            }
+        .map(|name| Registration { name: name.to_string(), module: "std".to_string(), source: STD_SOURCE.to_string() })
+        .collect()
+}
+
+/// The registrations in a module's Python sources, in the order of the sources' paths (as
+/// paths sort, component by component), each source's in text order.
+pub(crate) fn scan_registrations(module: &str, dir: &Path) -> Vec<Registration> {
+    let mut sources = Vec::new();
+    python_sources(dir, 0, &mut sources);
+    sources.sort();
+    let mut out = Vec::new();
+    for source in sources {
+        let Ok(text) = std::fs::read_to_string(&source) else { continue };
+        let relative = source.strip_prefix(dir).unwrap_or(&source);
+        let relative: Vec<String> =
+            relative.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
+        let relative = relative.join("/");
+        for name in registered_in_source(&text) {
+            out.push(Registration { name, module: module.to_string(), source: relative.clone() });
         }
     }
     out
+}
+
+/// The resource types registered by the modules that the model defines (`defined`), in the
+/// order the export visits them: std's first (it is always loaded), then each module's in
+/// module name order, each module's in the order of its sources; a type registered twice keeps
+/// its first registration.
+pub fn registrations(modules: &Modules, defined: impl Fn(&str) -> bool) -> Vec<Registration> {
+    modules.registrations().iter().filter(|r| defined(&r.name)).cloned().collect()
 }
 
 /// The Python files of a module: its `plugins/` (v1) or its package directory (v2), without

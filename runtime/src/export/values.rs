@@ -11,14 +11,14 @@ use super::types::{Getter, ResourceType};
 use super::{Mapped, Model, Read, Stop, error_at};
 use crate::plugins::json::write_string;
 
-/// Maps field `name` of a resource instance: the type's getter, then the conversion to JSON.
-/// Without a collector (the id attribute), a reference is an error.
+/// Maps field `name` of a resource instance: the type's getter, then the conversion to JSON
+/// with the references moved into `collector`. (The id attribute is read by [`super::id`].)
 pub(crate) fn map_field(
     model: &Model,
     ty: &ResourceType,
     name: &str,
     instance: u32,
-    collector: Option<&mut ReferenceCollector>,
+    collector: &mut ReferenceCollector,
 ) -> Result<Mapped, Stop> {
     let getter = ty.fields.iter().find(|(field, _)| *field == name).map_or(Getter::Attr, |(_, g)| *g);
     let location = model.location_of(instance);
@@ -83,23 +83,7 @@ pub(crate) fn map_field(
         Getter::Via => super::fs::via_context(model, instance).map_err(failed)?,
         Getter::FileHash | Getter::References | Getter::Mutators => Value::Null,
     };
-    let converted = match collector {
-        Some(collector) => collector.collect(model, &value, name.to_string()),
-        None => {
-            if matches!(value, Value::Reference(_)) {
-                return Err(Stop::Error(error_at(
-                    ErrorKind::ResourceException,
-                    format!(
-                        "Encountered reference in resource's id attribute. Id attribute values can not be references. \
-                         Encountered at attribute '{name}' of resource instance {}",
-                        model.display(&Value::Instance(instance))
-                    ),
-                    location,
-                )));
-            }
-            ReferenceCollector::new(String::new()).collect(model, &value, name.to_string())
-        }
-    };
+    let converted = collector.collect(&|v| model.display(v), &value, name.to_string());
     converted.map_err(failed)
 }
 
@@ -122,8 +106,14 @@ impl ReferenceCollector {
     }
 
     /// Converts a value at `path` (`value`, `value[0]`, `value.'key'`), replacing references
-    /// by `null`. An error is the reason, in the reference's words.
-    pub(crate) fn collect(&mut self, model: &Model, value: &Value, path: String) -> Result<Mapped, String> {
+    /// by `null`. An error is the reason, in the reference's words; `display` is Python's
+    /// `str()` of a value, for those.
+    pub(crate) fn collect(
+        &mut self,
+        display: &dyn Fn(&Value) -> String,
+        value: &Value,
+        path: String,
+    ) -> Result<Mapped, String> {
         Ok(match value {
             Value::Null => Mapped::Json(Json::Null),
             Value::Bool(b) => Mapped::Json(Json::Bool(*b)),
@@ -139,7 +129,7 @@ impl ReferenceCollector {
             Value::List(items) => {
                 let mut out = Vec::with_capacity(items.len());
                 for (i, item) in items.iter().enumerate() {
-                    match self.collect(model, item, format!("{path}[{i}]"))? {
+                    match self.collect(display, item, format!("{path}[{i}]"))? {
                         Mapped::Json(json) => out.push(json),
                         Mapped::Unknown => return Ok(Mapped::Unknown),
                     }
@@ -150,7 +140,7 @@ impl ReferenceCollector {
                 let mut out = Map::new();
                 for (key, item) in entries.iter() {
                     let escaped = key.replace('\'', "\\'");
-                    match self.collect(model, item, format!("{path}.'{escaped}'"))? {
+                    match self.collect(display, item, format!("{path}.'{escaped}'"))? {
                         Mapped::Json(json) => {
                             out.insert(key.to_string(), json);
                         }
@@ -161,7 +151,7 @@ impl ReferenceCollector {
             }
             Value::Unknown => Mapped::Unknown,
             Value::Instance(_) => {
-                return Err(format!("{} in resource is not JSON serializable at path {path}", model.display(value)));
+                return Err(format!("{} in resource is not JSON serializable at path {path}", display(value)));
             }
             Value::Reference(reference) => {
                 let id = self.add_reference(reference)?;

@@ -30,14 +30,16 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use weft_ir::ErrorKind;
 use weft_ir::plugin::{PluginSignature, TypeAnnotation};
 use weft_ir::value::Value;
 
+use crate::modules::Modules;
+
 mod bind;
+mod facts;
 mod format;
 pub(crate) mod json;
 mod net;
@@ -49,6 +51,8 @@ mod validate;
 
 #[cfg(test)]
 mod tests;
+
+pub use facts::{Facts, FactsError};
 
 /// Why a plugin call did not produce a value.
 #[derive(Clone, Debug)]
@@ -135,10 +139,15 @@ pub trait PluginHost {
     fn is_instance_of(&self, instance: u32, entity: &str) -> bool;
     /// `__config__::A (instantiated at ./main.cf:3)`, as the reference's `str()` of an instance.
     fn instance_display(&self, instance: u32) -> String;
-    /// The directory of a loaded module (it holds `templates/` and `files/`). `module_dir("")`
-    /// is asked for paths that start with `/`, which the reference resolves in the project
-    /// directory.
-    fn module_dir(&self, module: &str) -> Option<PathBuf>;
+    /// The loaded modules: the files of their `templates/` and `files/` directories, and the
+    /// resource types they register. (A path that starts with `/` names the module `""`, which
+    /// no module is; the reference resolves it in the project directory.)
+    fn modules(&self) -> &Modules;
+    /// The facts given for this evaluation ([`crate::Options::facts`]), which stand in for the
+    /// orchestrator's; `None` when there are none. The default has none.
+    fn facts(&self) -> Option<&Facts> {
+        None
+    }
     /// Checks a value that is not an instance against a user typedef named in a plugin
     /// annotation (fully qualified, `mymod::name`): `Ok(true)` when the value satisfies the
     /// typedef's base type and constraint. `Ok(false)` when it does not, or when no typedef has

@@ -7,7 +7,7 @@
 //! (needs the resource id of an instance, computed by the exporter).
 
 use std::collections::HashMap;
-use std::path::{Component, Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
 use num_bigint::BigInt;
@@ -17,7 +17,8 @@ use weft_ir::plugin::{ParamKind, PluginParam, TypeAnnotation};
 use weft_ir::value::{Reference, Value, str_repr};
 
 use super::bind::{self, Bound};
-use super::{Flow, NativeResult, PluginError, PluginHost, format, json, net, pyfmt, template, validate};
+use super::{Flow, NativeResult, PluginError, PluginHost, facts, format, json, net, pyfmt, template, validate};
+use crate::modules::{ModulePath, Modules, read_text};
 
 /// What a native implementation gets: the host and its bound arguments.
 pub(crate) struct Ctx<'a> {
@@ -991,48 +992,56 @@ fn server_port(ctx: &mut Ctx) -> NativeResult {
     }
 }
 
-/// Facts come from the orchestrator; weft has none, so a fact is never known: the default
-/// when one is given, else Unknown (what the reference returns when the server is not
-/// reachable). Without a configured environment the reference fails first.
+/// Facts come from the orchestrator. Without one, weft never knows a fact: the default when
+/// one is given, else Unknown (what the reference returns when the server is not reachable);
+/// without a configured environment the reference fails first.
+///
+/// With facts given ([`crate::Options::facts`]), they answer as the orchestrator would: the
+/// fact of the resource's id (computed as the export computes it), else the default, else
+/// Unknown. No environment is required then, because the facts stand in for the orchestrator
+/// that the environment would name.
 fn getfact(ctx: &mut Ctx) -> NativeResult {
-    if configured_environment(ctx.host).is_none() {
-        return Err(exception(NO_ENVIRONMENT));
+    let Some(facts) = ctx.host.facts().cloned() else {
+        if configured_environment(ctx.host).is_none() {
+            return Err(exception(NO_ENVIRONMENT));
+        }
+        return Ok(default_or_unknown(ctx.arg("default_value")));
+    };
+    let resource = ctx.arg("resource").clone();
+    let id = facts::resource_id(&resource, ctx.host)?;
+    match facts.get(&id, ctx.str_arg("fact_name")?) {
+        Some(value) => Ok(value.clone()),
+        None => Ok(default_or_unknown(ctx.arg("default_value"))),
     }
-    Ok(match ctx.arg("default_value") {
+}
+
+/// `getfact`'s answer for a fact nobody knows: the default unless it is `None`.
+fn default_or_unknown(default: &Value) -> Value {
+    match default {
         Value::Null => Value::Unknown,
         v => v.clone(),
-    })
+    }
 }
 
 // ---------------------------------------------------------------------------------------
 // Files of modules.
 
 /// `determine_path`: `mod/rest` in a module's `kind` directory (`files`, `templates`).
-pub(crate) fn module_path(path: &str, kind: &str, host: &dyn PluginHost) -> Result<PathBuf, Flow> {
+pub(crate) fn module_path<'m>(path: &str, kind: &str, modules: &'m Modules) -> Result<ModulePath<'m>, Flow> {
     let (module, rest) = path.split_once('/').unwrap_or((path, ""));
-    let Some(dir) = host.module_dir(module) else {
-        return Err(exception(format!("Module {module} does not exist for path {path}")));
-    };
-    let mut full = dir.join(kind);
-    if !rest.is_empty() {
-        full.push(rest);
-    }
-    Ok(full)
-}
-
-/// Reads a text file as Python's `open(path).read()` does: UTF-8, universal newlines.
-pub(crate) fn read_text(path: &Path) -> std::io::Result<String> {
-    let text = std::fs::read_to_string(path)?;
-    Ok(if text.contains('\r') { text.replace("\r\n", "\n").replace('\r', "\n") } else { text })
+    modules
+        .locate(module, kind, rest)
+        .ok_or_else(|| exception(format!("Module {module} does not exist for path {path}")))
 }
 
 fn source(ctx: &mut Ctx) -> NativeResult {
     let path = ctx.str_arg("path")?.to_string();
-    let file = module_path(&path, "files", ctx.host)?;
+    let modules = ctx.host.modules().clone();
+    let file = module_path(&path, "files", &modules)?;
     if !file.is_file() {
         return Err(exception(format!("{path} isn't a valid file ({})", file.display())));
     }
-    match read_text(&file) {
+    match file.read_text() {
         Ok(text) => Ok(Value::str(&text)),
         Err(e) if e.kind() == std::io::ErrorKind::InvalidData => Err(Flow::Error(PluginError::external(
             "UnicodeDecodeError",
@@ -1042,49 +1051,31 @@ fn source(ctx: &mut Ctx) -> NativeResult {
     }
 }
 
-/// `os.path.abspath`: absolute, `.` and `..` resolved lexically.
-fn abspath(path: &Path) -> PathBuf {
-    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-    let mut out = PathBuf::new();
-    for component in absolute.components() {
-        match component {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            other => out.push(other),
-        }
-    }
-    out
-}
-
+/// The marker string fs handlers recognise, with the file's absolute path (for an embedded
+/// module, see [`crate::modules`]).
 fn file(ctx: &mut Ctx) -> NativeResult {
     let path = ctx.str_arg("path")?.to_string();
-    let file = module_path(&path, "files", ctx.host)?;
+    let modules = ctx.host.modules().clone();
+    let file = module_path(&path, "files", &modules)?;
     if !file.is_file() {
         return Err(exception(format!("{} isn't a valid file", file.display())));
     }
-    Ok(Value::str(&format!("imp-module-source:file://{}", abspath(&file).display())))
+    Ok(Value::str(&format!("imp-module-source:file://{}", file.absolute())))
 }
 
 /// The names of the regular files in the directory, sorted (Python's `os.listdir` order is
 /// the file system's, which is not reproducible).
 fn list_files(ctx: &mut Ctx) -> NativeResult {
     let path = ctx.str_arg("path")?.to_string();
-    let dir = module_path(&path, "files", ctx.host)?;
-    let entries = std::fs::read_dir(&dir).map_err(|e| {
+    let modules = ctx.host.modules().clone();
+    let dir = module_path(&path, "files", &modules)?;
+    let names = dir.list_files().map_err(|e| {
         let class = if e.kind() == std::io::ErrorKind::NotFound { "FileNotFoundError" } else { "OSError" };
         Flow::Error(PluginError::external(
             class,
-            format!("[Errno 2] No such file or directory: {}", str_repr(&dir.display().to_string())),
+            format!("[Errno 2] No such file or directory: {}", str_repr(&dir.display())),
         ))
     })?;
-    let mut names: Vec<String> = entries
-        .filter_map(Result::ok)
-        .filter(|e| e.path().is_file())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
     Ok(list(names.iter().map(|n| Value::str(n)).collect()))
 }
 

@@ -26,7 +26,7 @@ use num_bigint::BigInt;
 use weft_ir::ErrorKind;
 use weft_ir::value::{Value, float_repr, str_repr};
 
-use super::std_plugins::{self, Ctx, Native, read_text};
+use super::std_plugins::{self, Ctx, Native};
 use super::{Flow, NativeResult, PluginError, PluginHost, pyfmt};
 
 type MjValue = minijinja::Value;
@@ -142,32 +142,26 @@ const EMBEDDED_STD_TEMPLATES: &[(&str, &str)] =
 /// Renders a template of a module (`mod/file.j2` is `templates/file.j2` in module `mod`).
 /// With keyword arguments the template sees only those; without, the caller's scope.
 pub(crate) fn render(path: &str, kwargs: Vec<(String, Value)>, host: &mut dyn PluginHost) -> NativeResult {
+    // The loader must be `'static`; the modules are shared, so it holds its own handle.
+    let modules = host.modules().clone();
     let guard = RenderGuard::enter(host);
     let mut env = BASE.with(Environment::clone);
-    env.set_loader(|name: &str| -> Result<Option<String>, MjError> {
+    env.set_loader(move |name: &str| -> Result<Option<String>, MjError> {
         let Some((module, rest)) = name.split_once('/') else { return Ok(None) };
         if rest.split('/').any(|segment| segment == "..") {
             return Ok(None);
         }
-        let dir = match with_host(|h| h.module_dir(module)) {
-            Ok(dir) => dir,
-            Err(flow) => {
-                record(flow);
-                return Err(abort());
-            }
-        };
-        let Some(dir) = dir else {
+        let Some(file) = modules.locate(module, "templates", rest) else {
             // weft's own std is compiled into the binary, not read from a directory.
             return Ok((module == "std")
                 .then(|| EMBEDDED_STD_TEMPLATES.iter().find(|(n, _)| *n == rest))
                 .flatten()
                 .map(|(_, text)| text.to_string()));
         };
-        let file = dir.join("templates").join(rest);
         if !file.is_file() {
             return Ok(None);
         }
-        match read_text(&file) {
+        match file.read_text() {
             Ok(text) => Ok(Some(text)),
             Err(e) => {
                 record(Flow::Error(PluginError::external("OSError", format!("{}: {e}", file.display()))));

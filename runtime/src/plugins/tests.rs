@@ -9,7 +9,8 @@ use weft_ir::ErrorKind;
 use weft_ir::plugin::{ParamKind, PluginParam, PluginSignature, TypeAnnotation};
 use weft_ir::value::{Reference, Value};
 
-use super::{PluginError, PluginHost, call};
+use super::{Facts, FactsError, PluginError, PluginHost, call};
+use crate::modules::{EmbeddedModules, Modules};
 
 // ---------------------------------------------------------------------------------------
 // std's signatures, from the stub the frontend reads.
@@ -162,7 +163,8 @@ struct FakeHost {
     env: HashMap<String, String>,
     vars: HashMap<String, Result<Value, PluginError>>,
     instances: Vec<FakeInstance>,
-    module_dirs: HashMap<String, PathBuf>,
+    modules: Modules,
+    facts: Option<Facts>,
 }
 
 impl PluginHost for FakeHost {
@@ -206,8 +208,12 @@ impl PluginHost for FakeHost {
         format!("{} (instantiated at ./main.cf:{})", self.instances[instance as usize].entity, instance + 1)
     }
 
-    fn module_dir(&self, module: &str) -> Option<PathBuf> {
-        self.module_dirs.get(module).cloned()
+    fn modules(&self) -> &Modules {
+        &self.modules
+    }
+
+    fn facts(&self) -> Option<&Facts> {
+        self.facts.as_ref()
     }
 
     fn check_typedef(&mut self, name: &str, value: &Value) -> Result<bool, PluginError> {
@@ -927,7 +933,8 @@ fn validate_type_follows_pydantic() {
 // ---------------------------------------------------------------------------------------
 // Templates and files.
 
-/// A module directory with the given files, removed when dropped.
+/// A module directory with the given files (a path ending in `/` is an empty directory),
+/// removed when dropped.
 struct TempModule {
     root: PathBuf,
 }
@@ -938,12 +945,50 @@ impl TempModule {
         static COUNTER: AtomicUsize = AtomicUsize::new(0);
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let root = std::env::temp_dir().join(format!("weft-plugins-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&root).unwrap();
         for (path, content) in files {
             let file = root.join(path);
+            if path.ends_with('/') {
+                std::fs::create_dir_all(file).unwrap();
+                continue;
+            }
             std::fs::create_dir_all(file.parent().unwrap()).unwrap();
             std::fs::write(file, content).unwrap();
         }
         TempModule { root }
+    }
+}
+
+/// Where the modules of a test come from: their directories, or the embedded form an artifact
+/// carries (after a round trip through the artifact's codec).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Backing {
+    Directory,
+    Embedded,
+}
+
+impl Backing {
+    fn modules(self, dirs: &[(&str, &TempModule)]) -> Modules {
+        let modules = Modules::from_dirs(dirs.iter().map(|(name, m)| (name.to_string(), m.root.clone())).collect());
+        match self {
+            Backing::Directory => modules,
+            Backing::Embedded => {
+                let embedded = modules.embed().unwrap();
+                let config = bincode::config::standard();
+                let bytes = bincode::serde::encode_to_vec(&embedded, config).unwrap();
+                let (decoded, _): (EmbeddedModules, usize) = bincode::serde::decode_from_slice(&bytes, config).unwrap();
+                assert_eq!(decoded, embedded);
+                Modules::from_embedded(decoded)
+            }
+        }
+    }
+
+    /// How messages and `std::file` name `relative` in module `name`.
+    fn path(self, name: &str, module: &TempModule, relative: &str) -> String {
+        match self {
+            Backing::Directory => module.root.join(relative).display().to_string(),
+            Backing::Embedded => format!("/weft/modules/{name}/{relative}"),
+        }
     }
 }
 
@@ -954,7 +999,18 @@ impl Drop for TempModule {
 }
 
 #[test]
-fn templates_render_like_jinja2() {
+fn templates_render_like_jinja2_from_directories() {
+    templates_and_files(Backing::Directory);
+}
+
+#[test]
+fn templates_render_like_jinja2_from_embedded_modules() {
+    templates_and_files(Backing::Embedded);
+}
+
+/// The same templates and files give the same results from a directory and embedded, except
+/// for the paths the module's files are named by.
+fn templates_and_files(backing: Backing) {
     let module = TempModule::new(&[
         ("templates/server.j2", "server {{ name }} listens on {{ port }}\n"),
         ("templates/loop.j2", "{% for n in names | sort %}[{{ n | std.upper }}]{% endfor %}"),
@@ -986,11 +1042,17 @@ fn templates_render_like_jinja2() {
             "{{ self.name }} {{ self.os.python_cmd | upper }} {{ name.upper() }} {{ ' x '.strip() }} {{ dct.get('zz', 0) }}",
         ),
         ("files/data.txt", "static file content\n"),
+        ("files/crlf.txt", "a\r\nb\rc"),
         ("files/sub/b.txt", "b"),
         ("files/sub/a.txt", "a"),
+        ("files/sub/deeper/c.txt", "c"),
+        ("files/empty/", ""),
+        ("plugins/__init__.py", "# not a template"),
     ]);
+    std::fs::write(module.root.join("files/latin1.txt"), b"caf\xe9").unwrap();
     let mut host = host();
-    host.module_dirs.insert("tpl".into(), module.root.clone());
+    host.modules = backing.modules(&[("tpl", &module)]);
+    let path = |relative: &str| backing.path("tpl", &module, relative);
     let vars: Vec<(&str, Value)> = vec![
         ("name", s("web")),
         ("port", i(8080)),
@@ -1052,36 +1114,54 @@ fn templates_render_like_jinja2() {
         failures.push(format!("bad: {got}"));
     }
     // Files.
-    for (name, path, expected) in [
+    for (name, file, expected) in [
         ("source", "tpl/data.txt", "'static file content\\n'".to_string()),
+        ("source", "tpl/./sub//a.txt", "'a'".to_string()),
+        ("source", "tpl/sub/deeper/../b.txt", "'b'".to_string()),
+        ("source", "tpl/crlf.txt", "'a\\nb\\nc'".to_string()),
+        (
+            "source",
+            "tpl/latin1.txt",
+            format!("UnicodeDecodeError: 'utf-8' codec can't decode {}", path("files/latin1.txt")),
+        ),
         (
             "source",
             "tpl/missing.txt",
-            format!(
-                "Exception: tpl/missing.txt isn't a valid file ({})",
-                module.root.join("files/missing.txt").display()
-            ),
+            format!("Exception: tpl/missing.txt isn't a valid file ({})", path("files/missing.txt")),
         ),
+        ("source", "tpl/sub", format!("Exception: tpl/sub isn't a valid file ({})", path("files/sub"))),
         ("source", "nomod/x", "Exception: Module nomod does not exist for path nomod/x".to_string()),
+        ("source", "/x", "Exception: Module  does not exist for path /x".to_string()),
         ("list_files", "tpl/sub", "['a.txt', 'b.txt']".to_string()),
+        ("list_files", "tpl/sub/", "['a.txt', 'b.txt']".to_string()),
+        ("list_files", "tpl/empty", "[]".to_string()),
+        ("list_files", "tpl", "['crlf.txt', 'data.txt', 'latin1.txt']".to_string()),
         (
-            "file",
-            "tpl/data.txt",
-            format!("'imp-module-source:file://{}'", module.root.join("files/data.txt").display()),
+            "list_files",
+            "tpl/nope",
+            format!("FileNotFoundError: [Errno 2] No such file or directory: '{}'", path("files/nope")),
         ),
+        (
+            "list_files",
+            "tpl/data.txt",
+            format!("OSError: [Errno 2] No such file or directory: '{}'", path("files/data.txt")),
+        ),
+        ("file", "tpl/data.txt", format!("'imp-module-source:file://{}'", path("files/data.txt"))),
+        ("file", "tpl/sub/../data.txt", format!("'imp-module-source:file://{}'", path("files/data.txt"))),
+        ("file", "tpl/sub", format!("Exception: {} isn't a valid file", path("files/sub"))),
     ] {
-        let got = run(name, vec![s(path)], vec![], &mut host);
+        let got = run(name, vec![s(file)], vec![], &mut host);
         if got != expected {
-            failures.push(format!("{name}({path}): got {got}, want {expected}"));
+            failures.push(format!("{name}({file}): got {got}, want {expected}"));
         }
     }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(failures.is_empty(), "{backing:?}:\n{}", failures.join("\n"));
     // Filters with the right arity work.
     let module2 = TempModule::new(&[(
         "templates/f.j2",
         "{{ 'a,b' | std.split(',') | length }} {{ 3 | std.sequence | std.len }} {{ x | std.at(0) }}",
     )]);
-    host.module_dirs.insert("tpl2".into(), module2.root.clone());
+    host.modules = backing.modules(&[("tpl", &module), ("tpl2", &module2)]);
     host.vars.insert("x".into(), Ok(l(vec![s("first")])));
     assert_eq!(run("template", vec![s("tpl2/f.j2")], vec![], &mut host), "'2 3 first'");
 }
@@ -1139,4 +1219,144 @@ fn validate_type_matches_recorded_outcomes() {
     }
     assert!(count > 2000);
     assert!(failures.is_empty(), "{} of {count} differ:\n{}", failures.len(), failures.join("\n"));
+}
+
+// ---------------------------------------------------------------------------------------
+// Facts.
+
+/// A host with resources: 4 a NullResource, 5 an instance of a subclass of it, 6 one whose
+/// name has no value yet, 7 one whose agent is Unknown, 8 an `fs::File` on host 9.
+fn host_with_resources() -> FakeHost {
+    let mut host = host();
+    let null =
+        |entity: &'static str, agent: Result<Value, PluginError>, name: Result<Value, PluginError>| FakeInstance {
+            entity,
+            parents: vec!["std::testing::NullResource", "std::PurgeableResource", "std::Resource", "std::Entity"],
+            attributes: vec![("agentname", agent), ("name", name)],
+        };
+    host.instances.push(null("std::testing::NullResource", Ok(s("agent1")), Ok(s("a"))));
+    host.instances.push(null("__config__::MyNull", Ok(s("agent1")), Ok(s("b"))));
+    host.instances.push(null("std::testing::NullResource", Ok(s("agent1")), Err(PluginError::Unset(9))));
+    host.instances.push(null("std::testing::NullResource", Ok(U), Ok(s("c"))));
+    host.instances.push(FakeInstance {
+        entity: "fs::File",
+        parents: vec!["std::PurgeableResource", "std::Resource", "std::Entity"],
+        attributes: vec![("host", Ok(Value::Instance(9))), ("path", Ok(s("/etc/motd")))],
+    });
+    host.instances.push(FakeInstance {
+        entity: "std::Host",
+        parents: vec!["std::Entity"],
+        attributes: vec![("name", Ok(s("web1")))],
+    });
+    host
+}
+
+const FACTS: &str = r#"{
+    "std::testing::NullResource[agent1,name=a]": {
+        "ip": "10.0.0.5",
+        "big": 123456789012345678901234567890,
+        "nested": [1, 2.5, {"k": null, "t": true}]
+    },
+    "std::testing::NullResource[agent1,name=b]": {"ip": "10.0.0.6"},
+    "fs::File[web1,path=/etc/motd]": {"size": 12}
+}"#;
+
+#[test]
+fn getfact_answers_from_the_facts() {
+    // The fs module registers `fs::File` in its Python code, which an artifact carries as
+    // registrations read when it was built.
+    let fs = TempModule::new(&[(
+        "plugins/__init__.py",
+        "@resource(\"fs::File\", agent=\"host.name\", id_attribute=\"path\")\nclass File: pass\n",
+    )]);
+    let resource = |i: u32| Value::Instance(i);
+    /// The resource argument, the fact's name, keyword arguments, the result.
+    type FactCase = (Value, &'static str, Vec<(&'static str, Value)>, &'static str);
+    let cases: Vec<FactCase> = vec![
+        (resource(4), "ip", vec![], "'10.0.0.5'"),
+        (resource(4), "big", vec![], "123456789012345678901234567890"),
+        (resource(4), "nested", vec![], "[1, 2.5, {'k': null, 't': True}]"),
+        (resource(4), "unknown_fact", vec![], "Unknown"),
+        (resource(4), "unknown_fact", vec![("default_value", s("d"))], "'d'"),
+        (resource(4), "ip", vec![("default_value", s("d"))], "'10.0.0.5'"),
+        // A subclass has the id of the registered type it inherits.
+        (resource(5), "ip", vec![], "'10.0.0.6'"),
+        (resource(6), "ip", vec![], "Unset 9"),
+        (resource(7), "ip", vec![("default_value", s("d"))], "Unknown"),
+        (resource(8), "size", vec![], "12"),
+        (resource(0), "ip", vec![], "Exception: Facts can only be retreived from resources."),
+        (s("x"), "ip", vec![], "AttributeError: 'str' object has no attribute '_type'"),
+        (i(1), "ip", vec![], "AttributeError: 'int' object has no attribute '_type'"),
+        (NULL, "ip", vec![], "AttributeError: 'NoneType' object has no attribute '_type'"),
+        (l(vec![resource(4)]), "ip", vec![], "AttributeError: 'list' object has no attribute 'type'"),
+    ];
+    let mut failures = Vec::new();
+    for backing in [Backing::Directory, Backing::Embedded] {
+        for (argument, fact, kwargs, expected) in &cases {
+            let mut host = host_with_resources();
+            host.modules = backing.modules(&[("fs", &fs)]);
+            // No environment is configured: the facts stand in for the orchestrator.
+            host.facts = Some(Facts::from_json(FACTS).unwrap());
+            let got = run("getfact", vec![argument.clone(), s(fact)], kwargs.clone(), &mut host);
+            if got != *expected {
+                failures
+                    .push(format!("{backing:?} getfact({argument:?}, {fact}, {kwargs:?}): got {got}, want {expected}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn getfact_without_facts_knows_none() {
+    let mut host = host_with_resources();
+    let configured = |host: &mut FakeHost| {
+        host.env.insert("INMANTA_CONFIG_ENVIRONMENT".into(), "e6b1b6a8-0000-4000-8000-000000000000".into());
+    };
+    assert_eq!(
+        run("getfact", vec![Value::Instance(4), s("ip")], vec![], &mut host),
+        "Exception: The environment of this model should be configured in config>environment"
+    );
+    configured(&mut host);
+    assert_eq!(run("getfact", vec![Value::Instance(4), s("ip")], vec![], &mut host), "Unknown");
+    assert_eq!(run("getfact", vec![Value::Instance(4), s("ip")], vec![("default_value", i(3))], &mut host), "3");
+    // Without facts the argument is not looked at.
+    assert_eq!(run("getfact", vec![s("x"), s("ip")], vec![], &mut host), "Unknown");
+}
+
+#[test]
+fn malformed_facts_are_rejected() {
+    let cases: Vec<(&str, &str)> = vec![
+        ("{\"a\": ", "line 1, column 6: EOF while parsing a value"),
+        ("{\n  \"x\": {},\n  oops\n}", "line 3, column 3: key must be a string"),
+        ("[]", "expected an object of resource ids, found an array"),
+        ("{\"x\": {}}", "\"x\" is not a resource id without version (type[agent,attribute=value])"),
+        (
+            "{\"std::testing::NullResource[a,name=b],v=3\": {}}",
+            "\"std::testing::NullResource[a,name=b],v=3\" is not a resource id without version \
+             (type[agent,attribute=value])",
+        ),
+        (
+            "{\"std::testing::NullResource[a,name=b]\": [1]}",
+            "the facts of std::testing::NullResource[a,name=b] must be an object of fact names, found an array",
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (text, expected) in cases {
+        match Facts::from_json(text) {
+            Ok(_) => failures.push(format!("{text:?}: accepted")),
+            Err(e) if e.to_string() != expected => failures.push(format!("{text:?}: got {e}, want {expected}")),
+            Err(_) => {}
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    let facts = Facts::from_json("{}").unwrap();
+    assert!(facts.is_empty());
+    // A file's errors name it.
+    let dir = TempModule::new(&[("facts.json", "{\"a\": 1,}")]);
+    let path = dir.root.join("facts.json");
+    let error = Facts::load(&path).unwrap_err();
+    assert_eq!(error.to_string(), format!("{}: line 1, column 9: trailing comma", path.display()));
+    let missing = Facts::load(&dir.root.join("nope.json")).unwrap_err();
+    assert!(matches!(missing, FactsError::Read { .. }), "{missing}");
 }
