@@ -13,8 +13,9 @@ use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
 use weft_frontend::project::{LoadOptions, load_project};
 use weft_ir::Diagnostic;
+use weft_runtime::graph::ResourceGraph;
 
-use crate::render::{ColorChoice, Emitter, ErrorFormat};
+use crate::render::{ColorChoice, Emitter, ErrorFormat, Sources};
 
 #[derive(Parser)]
 #[command(name = "weft", version, about = "An ahead-of-time compiler and runtime for Inmanta models")]
@@ -35,13 +36,42 @@ enum Command {
     Export(ExportArgs),
     /// Compile a project and deploy its resources on this host: in dependency order, in
     /// parallel, changing only what differs. A second apply of the same model changes nothing.
+    /// Takes an artifact as well as a project.
     Apply(ApplyArgs),
+    /// Compile a project into an artifact (`model.weft`): one file that `weft run`,
+    /// `weft export` and `weft apply` evaluate on hosts without the sources or Python.
+    Build(BuildArgs),
+    /// Evaluate an artifact (or a project) with this host's inputs, as `weft compile` does.
+    Run(CompileArgs),
+    /// Describe an artifact: version, target, size, sections, provenance, and the inputs the
+    /// model reads from its host.
+    Inspect(InspectArgs),
+}
+
+#[derive(Args)]
+struct BuildArgs {
+    #[command(flatten)]
+    project: ProjectArgs,
+    /// Where to write the artifact. The file is replaced atomically.
+    #[arg(short, long, value_name = "FILE", default_value = "model.weft")]
+    output: PathBuf,
+}
+
+#[derive(Args)]
+struct InspectArgs {
+    /// The artifact.
+    artifact: PathBuf,
+    /// `human` or `json`.
+    #[arg(long, value_enum, default_value_t = ReportFormat::Human)]
+    format: ReportFormat,
 }
 
 #[derive(Args)]
 struct ExportArgs {
     #[command(flatten)]
     project: ProjectArgs,
+    #[command(flatten)]
+    inputs: InputArgs,
     /// Where to write the resources; `-` for stdout. The file is replaced atomically.
     #[arg(short, long, value_name = "FILE", default_value = "resources.json")]
     output: PathBuf,
@@ -51,6 +81,8 @@ struct ExportArgs {
 struct ApplyArgs {
     #[command(flatten)]
     project: ProjectArgs,
+    #[command(flatten)]
+    inputs: InputArgs,
     /// Print what would change, and change nothing.
     #[arg(long)]
     dry_run: bool,
@@ -80,6 +112,8 @@ enum ReportFormat {
 struct CompileArgs {
     #[command(flatten)]
     project: ProjectArgs,
+    #[command(flatten)]
+    inputs: InputArgs,
     /// Print an intermediate form instead of evaluating: `ir` is the lowered program (the
     /// project's namespaces; add `--emit-std` for std's too).
     #[arg(long, value_name = "FORM")]
@@ -100,7 +134,8 @@ enum Emit {
 /// Options shared by every command that reads a project.
 #[derive(Args)]
 struct ProjectArgs {
-    /// The project directory: holds `main.cf` and usually `project.yml`.
+    /// The project directory (holds `main.cf` and usually `project.yml`), or for the
+    /// commands that evaluate, an artifact built by `weft build`.
     #[arg(default_value = ".")]
     project: PathBuf,
     /// A Python environment whose site-packages hold v2 modules; defaults to `$VIRTUAL_ENV`.
@@ -139,6 +174,9 @@ fn main() -> ExitCode {
             Command::Compile(args) => compile(&args),
             Command::Export(args) => export(&args),
             Command::Apply(args) => apply(&args),
+            Command::Build(args) => build(&args),
+            Command::Run(args) => compile(&args),
+            Command::Inspect(args) => inspect(&args),
         });
     let result = match worker.map(|w| w.join()) {
         Ok(Ok(result)) => result,
@@ -155,7 +193,7 @@ fn main() -> ExitCode {
 }
 
 /// Prints diagnostics on stderr and a closing summary; returns whether there were errors.
-fn report(args: &ProjectArgs, sources: &weft_ir::SourceMap, diagnostics: &[Diagnostic], what: &str) -> Result<bool> {
+fn report(args: &ProjectArgs, sources: Sources<'_>, diagnostics: &[Diagnostic], what: &str) -> Result<bool> {
     let emitter = Emitter { format: args.error_format, color: args.color.for_stderr(), sources };
     let stderr = std::io::stderr();
     let mut out = stderr.lock();
@@ -187,88 +225,201 @@ fn check(args: &CheckArgs) -> Result<ExitCode> {
         let checked = weft_frontend::check::check(&mut program);
         diagnostics.extend(checked.diagnostics);
     }
-    let failed = report(project, &program.sources, &diagnostics, "check the project")?;
+    let failed = report(project, Sources::Text(&program.sources), &diagnostics, "check the project")?;
     Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
 fn compile(args: &CompileArgs) -> Result<ExitCode> {
     let project = &args.project;
-    if !project.project.is_dir() {
-        anyhow::bail!("{} is not a directory", project.project.display());
-    }
-    let started = std::time::Instant::now();
-    let arena = bumpalo::Bump::new();
-    let compiled = weft_frontend::compile(&arena, &project.project, &project.load_options());
-    let (program, mut diagnostics) = (compiled.project, compiled.diagnostics);
-    if let Some(lowered) = compiled.lowered {
-        let lowered = std::sync::Arc::new(lowered);
-        let loaded = started.elapsed();
-        if args.emit == Some(Emit::Ir) {
-            report(project, &program.sources, &diagnostics, "compile the project")?;
+    if args.emit == Some(Emit::Ir) {
+        if !project.project.is_dir() {
+            anyhow::bail!("{} is not a project directory (`--emit=ir` needs the sources)", project.project.display());
+        }
+        let arena = bumpalo::Bump::new();
+        let compiled = weft_frontend::compile(&arena, &project.project, &project.load_options());
+        let failed = report(project, Sources::Text(&compiled.project.sources), &compiled.diagnostics, "compile the project")?;
+        if let (Some(lowered), false) = (compiled.lowered, failed) {
             let with_std = args.emit_std;
             print!("{}", lowered.text(&|ns| with_std || !(ns == "std" || ns.starts_with("std::"))));
             return Ok(ExitCode::SUCCESS);
         }
-        let options = weft_runtime::Options { module_dirs: program.module_dirs(), max_iterations: max_iterations() };
-        let outcome = weft_runtime::evaluate(lowered, &options);
-        print_lines(&outcome.prints)?;
-        if args.stats {
+        return Ok(ExitCode::from(1));
+    }
+    let started = std::time::Instant::now();
+    let evaluated = evaluate(project, &args.inputs, false)?;
+    if args.stats {
+        if let Some(outcome) = &evaluated.outcome {
             eprintln!(
-                "weft: {} instances, {} iterations, {}; front end {:.3}s, total {:.3}s",
+                "weft: {} instances, {} iterations, {}; loaded in {:.3}s, total {:.3}s",
                 outcome.instances,
                 outcome.iterations,
                 outcome.tables,
-                loaded.as_secs_f64(),
+                evaluated.loaded.as_secs_f64(),
                 started.elapsed().as_secs_f64()
             );
         }
-        // The reference reports one error: the most important one.
-        diagnostics.extend(outcome.errors.into_iter().take(1));
     }
-    let failed = report(project, &program.sources, &diagnostics, "compile the project")?;
+    let failed = evaluated.report(project, "compile the project")?;
     Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
-/// A project compiled and exported: its sources (for diagnostics), the diagnostics so far,
-/// and the graph when everything succeeded.
-struct Exported {
-    sources: weft_ir::SourceMap,
-    diagnostics: Vec<Diagnostic>,
-    graph: Option<weft_runtime::graph::ResourceGraph>,
+/// What the model reads from its host, as given on the command line.
+#[derive(Args, Clone, Default)]
+struct InputArgs {
+    /// Facts for `std::getfact`, standing in for the orchestrator: a JSON object mapping
+    /// resource ids (`std::testing::NullResource[agent,name=a]`) to objects of facts.
+    #[arg(long, value_name = "FILE")]
+    facts: Option<PathBuf>,
+    /// Sets a parameter that `project.yml` declares (`weft: parameters:`), replacing the
+    /// default its assignment in `main.cf` gives. Repeatable.
+    #[arg(long = "set", value_name = "NAME=VALUE")]
+    set: Vec<String>,
 }
 
-/// Compiles and exports a project; `std::print` lines go to stdout as they do for `compile`.
-fn compile_and_export(project: &ProjectArgs) -> Result<Exported> {
-    if !project.project.is_dir() {
-        anyhow::bail!("{} is not a directory", project.project.display());
-    }
-    let arena = bumpalo::Bump::new();
-    let compiled = weft_frontend::compile(&arena, &project.project, &project.load_options());
-    let (program, mut diagnostics) = (compiled.project, compiled.diagnostics);
-    let mut graph = None;
-    if let Some(lowered) = compiled.lowered {
-        let module_dirs = program.module_dirs();
-        let options = weft_runtime::Options { module_dirs: module_dirs.clone(), max_iterations: max_iterations() };
-        let (outcome, model) = weft_runtime::evaluate_model(std::sync::Arc::new(lowered), &options);
-        print_lines(&outcome.prints)?;
-        diagnostics.extend(outcome.errors.into_iter().take(1));
-        if let Some(model) = model {
-            match weft_runtime::export::export(&model, &module_dirs) {
-                Ok(export) => {
-                    diagnostics.extend(export.warnings);
-                    graph = Some(export.graph);
-                }
-                Err(failure) => diagnostics.extend(failure.diagnostics),
-            }
+/// Where diagnostics of an evaluation point: the project's sources, or an artifact's line
+/// tables.
+enum OwnedSources {
+    Text(weft_ir::SourceMap),
+    Lines(Vec<weft_ir::program::FileInfo>),
+}
+
+impl OwnedSources {
+    fn borrow(&self) -> Sources<'_> {
+        match self {
+            OwnedSources::Text(map) => Sources::Text(map),
+            OwnedSources::Lines(files) => Sources::Lines(files),
         }
     }
-    Ok(Exported { sources: program.sources, diagnostics, graph })
+}
+
+/// A project or an artifact, evaluated.
+struct Evaluated {
+    sources: OwnedSources,
+    /// Static diagnostics, then the evaluation's one reported error.
+    diagnostics: Vec<Diagnostic>,
+    /// `None` when the model did not get as far as evaluation.
+    outcome: Option<weft_runtime::Outcome>,
+    /// The evaluated model, for the export (when asked for and the evaluation succeeded).
+    model: Option<weft_runtime::export::Model>,
+    modules: weft_runtime::modules::Modules,
+    /// Time to load the sources or the artifact, up to the start of evaluation.
+    loaded: std::time::Duration,
+}
+
+impl Evaluated {
+    fn report(&self, project: &ProjectArgs, what: &str) -> Result<bool> {
+        report(project, self.sources.borrow(), &self.diagnostics, what)
+    }
+}
+
+/// Whether a path names an artifact rather than a project directory.
+fn is_artifact(path: &std::path::Path) -> bool {
+    !path.is_dir() && path.exists()
+}
+
+/// Evaluates a project's sources or an artifact with the inputs of the command line. The
+/// `std::print` lines go to stdout as soon as the evaluation ends.
+fn evaluate(project: &ProjectArgs, inputs: &InputArgs, keep_model: bool) -> Result<Evaluated> {
+    let started = std::time::Instant::now();
+    let facts = match &inputs.facts {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| anyhow::anyhow!("cannot read the facts file {}: {e}", path.display()))?;
+            Some(
+                weft_runtime::plugins::Facts::from_json(&text)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?,
+            )
+        }
+        None => None,
+    };
+    let (mut executable, sources, mut diagnostics, modules) = if is_artifact(&project.project) {
+        let loaded = weft_runtime::artifact::load(&project.project)?;
+        let files = loaded.executable.program.files.clone();
+        let modules = weft_runtime::modules::Modules::from_embedded(loaded.files);
+        (Some(loaded.executable), OwnedSources::Lines(files), Vec::new(), modules)
+    } else {
+        if !project.project.is_dir() {
+            anyhow::bail!("{} is neither a project directory nor an artifact", project.project.display());
+        }
+        let arena = bumpalo::Bump::new();
+        let compiled = weft_frontend::compile(&arena, &project.project, &project.load_options());
+        let modules = weft_runtime::modules::Modules::from_dirs(compiled.project.module_dirs());
+        let executable = match compiled.lowered {
+            Some(lowered) => Some(weft_vm::Executable::from_program(std::sync::Arc::new(lowered))?),
+            None => None,
+        };
+        (executable, OwnedSources::Text(compiled.project.sources), compiled.diagnostics, modules)
+    };
+    let mut evaluated =
+        Evaluated { sources, diagnostics: Vec::new(), outcome: None, model: None, modules, loaded: started.elapsed() };
+    if let Some(executable) = executable.as_mut() {
+        set_parameters(executable, &inputs.set)?;
+        let options = weft_runtime::Options {
+            modules: evaluated.modules.clone(),
+            max_iterations: max_iterations(),
+            facts,
+            ..weft_runtime::Options::default()
+        };
+        evaluated.loaded = started.elapsed();
+        let (outcome, model) = weft_runtime::run(executable, &options);
+        print_lines(&outcome.prints)?;
+        // The reference reports one error: the most important one.
+        diagnostics.extend(outcome.errors.iter().take(1).cloned());
+        evaluated.model = model.filter(|_| keep_model);
+        evaluated.outcome = Some(outcome);
+    } else if !inputs.set.is_empty() && !diagnostics.iter().any(Diagnostic::is_error) {
+        anyhow::bail!("--set needs a model that compiles");
+    }
+    evaluated.diagnostics = diagnostics;
+    Ok(evaluated)
+}
+
+/// Applies `--set NAME=VALUE` to the declared parameters.
+fn set_parameters(executable: &mut weft_vm::Executable, assignments: &[String]) -> Result<()> {
+    for assignment in assignments {
+        let Some((name, text)) = assignment.split_once('=') else {
+            anyhow::bail!("--set {assignment}: expected NAME=VALUE");
+        };
+        let program = executable.program.clone();
+        let Some(parameter) = program.parameters.iter().find(|p| p.name == name) else {
+            let declared: Vec<&str> = program.parameters.iter().map(|p| p.name.as_str()).collect();
+            if declared.is_empty() {
+                anyhow::bail!("--set {name}: the model declares no parameters (project.yml `weft: parameters:`)");
+            }
+            anyhow::bail!("--set {name}: no such parameter; the model declares {}", declared.join(", "));
+        };
+        let default = match executable.code.expr(parameter.value).kind {
+            weft_vm::bytecode::Op::Const(value) => value.clone(),
+            _ => anyhow::bail!("--set {name}: the parameter's default is not a constant"),
+        };
+        let value =
+            weft_ir::inputs::parse_parameter_value(name, &default, text).map_err(|e| anyhow::anyhow!("--set {name}: {e}"))?;
+        executable.set_const(parameter.value, value)?;
+    }
+    Ok(())
+}
+
+/// Compiles or loads, evaluates and exports; `std::print` lines go to stdout as they do for
+/// `compile`. The graph is there when everything succeeded.
+fn evaluate_and_export(project: &ProjectArgs, inputs: &InputArgs) -> Result<(Evaluated, Option<ResourceGraph>)> {
+    let mut evaluated = evaluate(project, inputs, true)?;
+    let mut graph = None;
+    if let Some(model) = evaluated.model.take() {
+        match weft_runtime::export::export(&model, &evaluated.modules) {
+            Ok(export) => {
+                evaluated.diagnostics.extend(export.warnings);
+                graph = Some(export.graph);
+            }
+            Err(failure) => evaluated.diagnostics.extend(failure.diagnostics),
+        }
+    }
+    Ok((evaluated, graph))
 }
 
 fn export(args: &ExportArgs) -> Result<ExitCode> {
-    let exported = compile_and_export(&args.project)?;
-    let failed = report(&args.project, &exported.sources, &exported.diagnostics, "export the project")?;
-    let Some(graph) = exported.graph.filter(|_| !failed) else { return Ok(ExitCode::from(1)) };
+    let (evaluated, graph) = evaluate_and_export(&args.project, &args.inputs)?;
+    let failed = evaluated.report(&args.project, "export the project")?;
+    let Some(graph) = graph.filter(|_| !failed) else { return Ok(ExitCode::from(1)) };
     let mut text = serde_json::to_string(&graph.to_json())?;
     text.push('\n');
     if args.output.as_os_str() == "-" {
@@ -276,6 +427,48 @@ fn export(args: &ExportArgs) -> Result<ExitCode> {
         std::io::stdout().lock().write_all(text.as_bytes())?;
     } else {
         write_atomically(&args.output, text.as_bytes())?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn build(args: &BuildArgs) -> Result<ExitCode> {
+    let project = &args.project;
+    if !project.project.is_dir() {
+        anyhow::bail!("{} is not a project directory", project.project.display());
+    }
+    let arena = bumpalo::Bump::new();
+    let compiled = weft_frontend::compile(&arena, &project.project, &project.load_options());
+    let failed = report(project, Sources::Text(&compiled.project.sources), &compiled.diagnostics, "build the project")?;
+    let Some(lowered) = compiled.lowered.as_ref().filter(|_| !failed) else { return Ok(ExitCode::from(1)) };
+    let executable = weft_vm::Executable::from_program(std::sync::Arc::new(lowered.clone()))?;
+    let modules = weft_runtime::modules::Modules::from_dirs(compiled.project.module_dirs());
+    let files = modules.embed()?;
+    let provenance = weft_runtime::artifact::Provenance {
+        project: compiled.project.config.name.clone(),
+        source_digest: compiled.source_digest(),
+    };
+    let bytes = weft_runtime::artifact::build(&weft_runtime::artifact::BuildInput {
+        executable: &executable,
+        provenance,
+        inputs: weft_ir::inputs::inputs(lowered),
+        files: &files,
+    });
+    write_atomically(&args.output, &bytes)?;
+    eprintln!(
+        "weft: built {} ({} bytes, {} instructions)",
+        args.output.display(),
+        bytes.len(),
+        executable.code.len()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn inspect(args: &InspectArgs) -> Result<ExitCode> {
+    let loaded = weft_runtime::artifact::load(&args.artifact)?;
+    let view = weft_runtime::artifact::describe(&loaded);
+    match args.format {
+        ReportFormat::Human => print!("{}", view.render_text()),
+        ReportFormat::Json => println!("{}", serde_json::to_string_pretty(&view)?),
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -301,9 +494,9 @@ fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
 }
 
 fn apply(args: &ApplyArgs) -> Result<ExitCode> {
-    let exported = compile_and_export(&args.project)?;
-    let failed = report(&args.project, &exported.sources, &exported.diagnostics, "export the project")?;
-    let Some(graph) = exported.graph.filter(|_| !failed) else { return Ok(ExitCode::from(1)) };
+    let (evaluated, graph) = evaluate_and_export(&args.project, &args.inputs)?;
+    let failed = evaluated.report(&args.project, "export the project")?;
+    let Some(graph) = graph.filter(|_| !failed) else { return Ok(ExitCode::from(1)) };
     if !args.root.is_dir() {
         anyhow::bail!("--root {} is not a directory", args.root.display());
     }

@@ -6,7 +6,7 @@ use std::io::Write;
 use annotate_snippets::renderer::DecorStyle;
 use annotate_snippets::{AnnotationKind, Group, Level, Renderer, Snippet};
 use serde::Serialize;
-use weft_ir::{Diagnostic, NoteKind, Severity, SourceMap};
+use weft_ir::{Diagnostic, LineCol, NoteKind, Severity, SourceMap};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum ErrorFormat {
@@ -38,7 +38,35 @@ impl ColorChoice {
 pub struct Emitter<'m> {
     pub format: ErrorFormat,
     pub color: bool,
-    pub sources: &'m SourceMap,
+    pub sources: Sources<'m>,
+}
+
+/// What locations are resolved against: the loaded sources, or the line tables an artifact
+/// carries instead of them (no excerpts then, but the same file, line and column).
+#[derive(Clone, Copy)]
+pub enum Sources<'m> {
+    Text(&'m SourceMap),
+    Lines(&'m [weft_ir::program::FileInfo]),
+}
+
+impl Sources<'_> {
+    /// The file's name as diagnostics show it, and a location's line and column.
+    fn resolve(&self, location: weft_ir::Location) -> (&str, LineCol, LineCol) {
+        match self {
+            Sources::Text(map) => {
+                let file = map.get(location.file);
+                (&file.name, file.line_col(location.span.start), file.line_col(location.span.end))
+            }
+            Sources::Lines(files) => match files.get(location.file.0 as usize) {
+                Some(file) => (
+                    file.display.strip_prefix("./").unwrap_or(&file.display),
+                    file.line_col(location.span.start),
+                    file.line_col(location.span.end),
+                ),
+                None => ("<unknown>", LineCol { line: 0, column: 0 }, LineCol { line: 0, column: 0 }),
+            },
+        }
+    }
 }
 
 /// The JSON form of a diagnostic.
@@ -101,11 +129,9 @@ impl Emitter<'_> {
             .labels
             .iter()
             .map(|l| {
-                let file = self.sources.get(l.location.file);
-                let start = file.line_col(l.location.span.start);
-                let end = file.line_col(l.location.span.end);
+                let (file, start, end) = self.sources.resolve(l.location);
                 JsonLabel {
-                    file: &file.name,
+                    file,
                     line: start.line,
                     column: start.column,
                     end_line: end.line,
@@ -147,7 +173,13 @@ impl Emitter<'_> {
             }
         }
         for file_id in files {
-            let file = self.sources.get(file_id);
+            let map = match self.sources {
+                Sources::Text(map) => map,
+                // Without the text there is no excerpt: the location is added below, as
+                // rustc's `-->` line.
+                Sources::Lines(_) => continue,
+            };
+            let file = map.get(file_id);
             let text: &str = &file.text;
             let mut snippet = Snippet::source(text).path(&file.name).line_start(1);
             for l in d.labels.iter().filter(|l| l.location.file == file_id) {
@@ -170,6 +202,23 @@ impl Emitter<'_> {
             group = group.element(level.message(&n.message));
         }
         let renderer = if self.color { Renderer::styled() } else { Renderer::plain() };
-        renderer.decor_style(DecorStyle::Ascii).render(&[group])
+        let rendered = renderer.decor_style(DecorStyle::Ascii).render(&[group]);
+        if !matches!(self.sources, Sources::Lines(_)) || d.labels.is_empty() {
+            return rendered;
+        }
+        let (title, rest) = rendered.split_once('\n').unwrap_or((&rendered, ""));
+        let mut out = title.to_string();
+        for l in d.labels.iter().filter(|l| l.primary).chain(d.labels.iter().filter(|l| !l.primary)) {
+            let (name, start, _) = self.sources.resolve(l.location);
+            out.push_str(&format!("\n --> {name}:{}:{}", start.line, start.column));
+            if !l.message.is_empty() {
+                out.push_str(&format!(" ({})", l.message));
+            }
+        }
+        if !rest.is_empty() {
+            out.push('\n');
+            out.push_str(rest);
+        }
+        out
     }
 }

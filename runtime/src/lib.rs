@@ -11,31 +11,35 @@
 //! that only runs artifacts carries neither a parser nor a code generator.
 
 pub mod apply;
+pub mod artifact;
 pub mod export;
 pub mod graph;
+pub mod modules;
 pub mod plugins;
 mod python;
 mod scheduler;
 
-use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use weft_ir::diagnostic::codes;
 use weft_ir::program::{PluginId, Program};
 use weft_ir::value::Value;
 use weft_ir::{Diagnostic, ErrorKind};
-use weft_vm::{EvalError, Host, Machine, PluginFailure, ScopeId};
+use weft_vm::{EvalError, Executable, Host, Machine, PluginFailure, ScopeId};
 
 pub use scheduler::MAX_ITERATIONS;
 
 /// What an evaluation needs besides the program.
 #[derive(Clone, Debug, Default)]
 pub struct Options {
-    /// Module name to its directory (holding `templates/` and `files/`).
-    pub module_dirs: HashMap<String, PathBuf>,
+    /// The loaded modules' files (`templates/`, `files/`) and resource registrations, from
+    /// their directories or embedded in an artifact.
+    pub modules: modules::Modules,
     /// The iteration limit (`INMANTA_MAX_ITERATIONS`); `None` for the default.
     pub max_iterations: Option<usize>,
+    /// The facts `std::getfact` answers with, standing in for the orchestrator; `None` keeps
+    /// the behaviour without an orchestrator (every fact Unknown).
+    pub facts: Option<plugins::Facts>,
 }
 
 /// The result of an evaluation.
@@ -58,8 +62,24 @@ pub fn evaluate(program: Arc<Program>, options: &Options) -> Outcome {
 
 /// Evaluates a program and, when it succeeds, keeps the evaluated model for the export.
 pub fn evaluate_model(program: Arc<Program>, options: &Options) -> (Outcome, Option<export::Model>) {
-    let host = RuntimeHost { prints: Vec::new(), module_dirs: options.module_dirs.clone() };
-    let mut machine = Machine::new(program.clone(), Box::new(host));
+    match Executable::from_program(program) {
+        Ok(executable) => run(&executable, options),
+        // The frontend's output always assembles; this is a bug, reported as an error of
+        // the compile rather than a crash.
+        Err(e) => {
+            let error =
+                Diagnostic::error(ErrorKind::RuntimeException, codes::EVAL_ERROR, format!("internal error: {e}"));
+            (Outcome { errors: vec![error], ..Outcome::default() }, None)
+        }
+    }
+}
+
+/// Runs an executable (assembled from sources or loaded from an artifact) and, when it
+/// succeeds, keeps the evaluated model for the export.
+pub fn run(executable: &Executable, options: &Options) -> (Outcome, Option<export::Model>) {
+    let program = executable.program.clone();
+    let host = RuntimeHost { prints: Vec::new(), modules: options.modules.clone(), facts: options.facts.clone() };
+    let mut machine = Machine::new(program.clone(), executable.code.clone(), Box::new(host));
     let result = scheduler::run(&mut machine, options.max_iterations.unwrap_or(MAX_ITERATIONS));
     let mut outcome =
         Outcome { instances: machine.instances.len(), tables: machine.table_sizes(), ..Outcome::default() };
@@ -103,7 +123,8 @@ pub fn to_diagnostic(program: &Program, error: EvalError) -> Diagnostic {
 /// The host the VM calls back into: plugins and their output.
 struct RuntimeHost {
     prints: Vec<String>,
-    module_dirs: HashMap<String, PathBuf>,
+    modules: modules::Modules,
+    facts: Option<plugins::Facts>,
 }
 
 impl Host for RuntimeHost {
@@ -171,17 +192,20 @@ impl RuntimeHost {
     ) -> Result<Value, PluginFailure> {
         let name = signature.qualified_name();
         let top = signature.namespace.split("::").next().unwrap_or_default();
-        let Some(root) = self.module_dirs.get(top).cloned() else {
-            return Err(PluginFailure::Error(EvalError::new(
-                ErrorKind::ExternalException,
-                format!("Exception in plugin {name}: the module {top} has no Python code on disk"),
-            )));
+        let package = match self.modules.python_dir(top) {
+            Ok(dir) => dir,
+            Err(reason) => {
+                return Err(PluginFailure::Error(EvalError::new(
+                    ErrorKind::ExternalException,
+                    format!("Exception in plugin {name}: {reason}"),
+                )));
+            }
         };
         let module = format!("inmanta_plugins.{}", signature.namespace.replace("::", "."));
         let args = args.into_iter().map(|v| bridge_value(machine, v)).collect::<Result<Vec<_>, _>>()?;
         let kwargs =
             kwargs.into_iter().map(|(k, v)| Ok((k, bridge_value(machine, v)?))).collect::<Result<Vec<_>, _>>()?;
-        match python::call(&root, &module, &signature.name, args, kwargs) {
+        match python::call(&package, &module, &signature.name, args, kwargs) {
             Ok(v) => Ok(v),
             Err(python::BridgeError::Python(class, message)) => Err(PluginFailure::Error(wrap(
                 ErrorKind::ExternalException,
@@ -287,8 +311,12 @@ impl plugins::PluginHost for Adapter<'_> {
         self.machine.instance_display(instance)
     }
 
-    fn module_dir(&self, module: &str) -> Option<PathBuf> {
-        self.host.module_dirs.get(module).cloned()
+    fn modules(&self) -> &modules::Modules {
+        &self.host.modules
+    }
+
+    fn facts(&self) -> Option<&plugins::Facts> {
+        self.host.facts.as_ref()
     }
 }
 

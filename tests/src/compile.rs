@@ -24,7 +24,8 @@ pub fn compile(dir: &Path) -> Outcome {
     let (program, mut diagnostics) = (compiled.project, compiled.diagnostics);
     let mut prints = Vec::new();
     if let Some(lowered) = compiled.lowered {
-        let options = weft_runtime::Options { module_dirs: program.module_dirs(), max_iterations: None };
+        let modules = weft_runtime::modules::Modules::from_dirs(program.module_dirs());
+        let options = weft_runtime::Options { modules, ..weft_runtime::Options::default() };
         let outcome = weft_runtime::evaluate(Arc::new(lowered), &options);
         prints = outcome.prints;
         diagnostics.extend(outcome.errors.into_iter().take(1));
@@ -35,6 +36,41 @@ pub fn compile(dir: &Path) -> Outcome {
         let line = location.map(|l| program.sources.line_col(l).line);
         let file = location.map(|l| program.sources.get(l.file).name.clone());
         (d.kind, line, file)
+    });
+    Outcome { ok: error.is_none(), prints, error }
+}
+
+/// Builds the project in `dir` into an artifact in memory, then loads and runs the artifact
+/// as a host without the sources does: only the artifact's own line tables and embedded
+/// module files are used. A project that does not compile statically has no artifact; its
+/// outcome is the static one, as `weft build` reports it.
+pub fn build_and_run(dir: &Path) -> Outcome {
+    let arena = bumpalo::Bump::new();
+    let compiled = weft_frontend::compile(&arena, dir, &LoadOptions { python_env: None });
+    let Some(lowered) = compiled.lowered.as_ref() else { return compile(dir) };
+    let executable = weft_vm::Executable::from_program(Arc::new(lowered.clone())).expect("the frontend's program assembles");
+    let modules = weft_runtime::modules::Modules::from_dirs(compiled.project.module_dirs());
+    let files = modules.embed().expect("module files are readable");
+    let bytes = weft_runtime::artifact::build(&weft_runtime::artifact::BuildInput {
+        executable: &executable,
+        provenance: weft_runtime::artifact::Provenance::default(),
+        inputs: weft_ir::inputs::inputs(lowered),
+        files: &files,
+    });
+    drop(compiled);
+    let loaded = weft_runtime::artifact::load_bytes(&bytes, "model.weft").expect("a fresh artifact loads");
+    let modules = weft_runtime::modules::Modules::from_embedded(loaded.files);
+    let options = weft_runtime::Options { modules, ..weft_runtime::Options::default() };
+    let (outcome, _) = weft_runtime::run(&loaded.executable, &options);
+    let mut prints = outcome.prints;
+    prints.sort();
+    let files = &loaded.executable.program.files;
+    let error = outcome.errors.first().map(|d| {
+        let location = d.primary_location();
+        let file = location.and_then(|l| files.get(l.file.0 as usize));
+        let line = location.zip(file).map(|(l, f)| f.line_col(l.span.start).line);
+        let name = file.map(|f| f.display.strip_prefix("./").unwrap_or(&f.display).to_string());
+        (d.kind, line, name)
     });
     Outcome { ok: error.is_none(), prints, error }
 }

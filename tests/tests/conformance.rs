@@ -11,7 +11,7 @@
 use std::path::Path;
 
 use serde::Deserialize;
-use weft_tests::compile::{Outcome, compile};
+use weft_tests::compile::{Outcome, build_and_run, compile};
 use weft_tests::{cases_in, corpus};
 
 #[derive(Deserialize)]
@@ -111,4 +111,24 @@ fn check_cases(root: &Path, known: &[(String, String)]) {
         all.len(),
         failures.join("\n")
     );
+}
+
+/// Issue 5's round trip: for every case, building an artifact and running it (from memory,
+/// without the sources) gives exactly what compiling the sources gives: the same prints, the
+/// same error kind, file and line.
+#[test]
+fn every_case_runs_the_same_from_an_artifact() {
+    let mut differences = Vec::new();
+    let mut count = 0;
+    for root in [corpus(), Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures").join("eval")] {
+        for case in cases_in(&root) {
+            count += 1;
+            let direct = compile(&case);
+            let artifact = build_and_run(&case);
+            if direct != artifact {
+                differences.push(format!("{}:\n  compile: {direct:?}\n  run:     {artifact:?}", case.display()));
+            }
+        }
+    }
+    assert!(differences.is_empty(), "{} of {count} cases differ:\n{}", differences.len(), differences.join("\n"));
 }

@@ -1,0 +1,280 @@
+//! Artifacts: a compiled project in one file (`model.weft`), built once and run on hosts that
+//! have neither the sources nor Python.
+//!
+//! The container (header, section table, checksum) is [`weft_ir::artifact`]; this module
+//! decides what goes in the sections and puts a loaded artifact back together:
+//!
+//! * `metadata` (through [`codec`], the one place that knows the encoding): the program's
+//!   tables (entities, attributes, statements, constructors, plugin signatures, names, the
+//!   line tables of the source files), the constants and texts the code refers to, the
+//!   inputs the model reads from its host, and provenance (project name, source digest);
+//! * `code`: the bytecode ([`weft_vm::bytecode`]), used in place from the mapped file;
+//! * `files`: the module files evaluation and export read (templates, `files/`, the resource
+//!   type registrations found in the modules' Python sources).
+//!
+//! Nothing in an artifact depends on the machine that built it: paths are relative to the
+//! project or to a module, and there is no timestamp, so the same sources build the same
+//! bytes anywhere.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use weft_ir::artifact::{Artifact, ArtifactBuilder, ArtifactError, SectionKind, codec};
+use weft_ir::program::Program;
+use weft_vm::bytecode::{AlignedBytes, Backing, CodeTables};
+use weft_vm::{CodeError, Executable};
+
+/// The version of weft that writes and reads artifacts. The metadata is laid out by this
+/// version's types, so an artifact runs only on the weft that built it.
+pub const WEFT_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Where an artifact came from.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Provenance {
+    /// The project's name (from `project.yml`).
+    pub project: String,
+    /// The digest of the sources the artifact was built from (see the frontend's
+    /// `source_digest`), so a host can tell which commit it runs.
+    pub source_digest: String,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Metadata {
+    provenance: Provenance,
+    program: Program,
+    tables: CodeTables,
+    inputs: weft_ir::inputs::Inputs,
+}
+
+/// Everything a build puts in an artifact.
+pub struct BuildInput<'a> {
+    pub executable: &'a Executable,
+    pub provenance: Provenance,
+    pub inputs: weft_ir::inputs::Inputs,
+    /// The embedded module files (`Modules::embed`).
+    pub files: &'a crate::modules::EmbeddedModules,
+}
+
+/// Encodes an artifact.
+pub fn build(input: &BuildInput<'_>) -> Vec<u8> {
+    let program = &input.executable.program;
+    // The instruction table travels as bytecode; the rest of the program as metadata.
+    let tables_only = Program { exprs: Vec::new(), ..Program::clone(program) };
+    let metadata = Metadata {
+        provenance: input.provenance.clone(),
+        program: tables_only,
+        tables: input.executable.code.tables().clone(),
+        inputs: input.inputs.clone(),
+    };
+    let code = input.executable.code.as_bytes().to_vec();
+    ArtifactBuilder::new(WEFT_VERSION)
+        .section(SectionKind::Metadata, codec::encode(&metadata))
+        .section(SectionKind::Code, code)
+        .section(SectionKind::Files, codec::encode(input.files))
+        .finish()
+}
+
+/// A loaded artifact.
+pub struct Loaded {
+    pub executable: Executable,
+    pub files: crate::modules::EmbeddedModules,
+    pub provenance: Provenance,
+    pub inputs: weft_ir::inputs::Inputs,
+    pub summary: Summary,
+}
+
+/// What `weft inspect` shows of the container.
+#[derive(Clone, Debug)]
+pub struct Summary {
+    pub format_version: u32,
+    pub weft_version: String,
+    pub target: String,
+    pub size: u64,
+    pub checksum: u64,
+    /// Each section's name, offset and size.
+    pub sections: Vec<(String, u64, u64)>,
+    pub instructions: usize,
+}
+
+/// Why an artifact could not be loaded: one line, naming the check that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("cannot read {path}: {error}")]
+    Io { path: String, error: std::io::Error },
+    #[error("{path}: {error}")]
+    Container { path: String, error: ArtifactError },
+    #[error("{path}: built by weft {built}, this is weft {WEFT_VERSION}: rebuild it with `weft build`")]
+    Version { path: String, built: String },
+    #[error("{path}: the artifact has no {section} section")]
+    MissingSection { path: String, section: &'static str },
+    #[error("{path}: {section} section: {error}")]
+    Decode { path: String, section: &'static str, error: String },
+    #[error("{path}: {error}")]
+    Code { path: String, error: CodeError },
+}
+
+/// A memory-mapped file.
+struct Mapped(memmap2::Mmap);
+
+impl Backing for Mapped {
+    fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+/// Maps and loads an artifact file.
+pub fn load(path: &Path) -> Result<Loaded, LoadError> {
+    let shown = path.display().to_string();
+    let io = |error| LoadError::Io { path: shown.clone(), error };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let metadata = file.metadata().map_err(io)?;
+    if !metadata.is_file() {
+        return Err(io(std::io::Error::other("not a regular file")));
+    }
+    let backing: Arc<dyn Backing> = if metadata.len() == 0 {
+        Arc::new(AlignedBytes::copy_from(&[]))
+    } else {
+        // SAFETY: the mapping is read-only and private to this process. weft itself never
+        // modifies an artifact in place (`weft build` writes a new file and renames it over
+        // the old one, which leaves existing mappings intact). Another process truncating
+        // or rewriting the file while it is mapped could change the bytes under us; that is
+        // the documented contract of deploying artifacts (replace them, never edit them).
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
+        Arc::new(Mapped(map))
+    };
+    load_from(backing, &shown)
+}
+
+/// Loads an artifact from bytes in memory (`shown` names it in errors).
+pub fn load_bytes(bytes: &[u8], shown: &str) -> Result<Loaded, LoadError> {
+    load_from(Arc::new(AlignedBytes::copy_from(bytes)), shown)
+}
+
+fn load_from(backing: Arc<dyn Backing>, shown: &str) -> Result<Loaded, LoadError> {
+    let path = shown.to_string();
+    let bytes = backing.bytes();
+    let artifact = Artifact::parse(bytes).map_err(|error| LoadError::Container { path: path.clone(), error })?;
+    let header = artifact.header();
+    if header.weft_version != WEFT_VERSION {
+        return Err(LoadError::Version { path, built: header.weft_version.clone() });
+    }
+    let section = |kind: SectionKind, name: &'static str| {
+        artifact.section(kind).ok_or(LoadError::MissingSection { path: path.clone(), section: name })
+    };
+    let decode_error = |section: &'static str, error: String| LoadError::Decode { path: path.clone(), section, error };
+    let metadata: Metadata =
+        codec::decode(section(SectionKind::Metadata, "metadata")?).map_err(|e| decode_error("metadata", e.to_string()))?;
+    let files: crate::modules::EmbeddedModules =
+        codec::decode(section(SectionKind::Files, "files")?).map_err(|e| decode_error("files", e.to_string()))?;
+    let code_range = artifact
+        .section_range(SectionKind::Code)
+        .ok_or(LoadError::MissingSection { path: path.clone(), section: "code" })?;
+    let summary = Summary {
+        format_version: header.format_version,
+        weft_version: header.weft_version.clone(),
+        target: header.target.clone(),
+        size: bytes.len() as u64,
+        checksum: header.checksum,
+        sections: artifact.sections().iter().map(|s| (s.kind.name().to_string(), s.offset, s.len)).collect(),
+        instructions: 0,
+    };
+    let executable = Executable::load(metadata.program, backing.clone(), code_range, metadata.tables)
+        .map_err(|error| LoadError::Code { path: path.clone(), error })?;
+    let summary = Summary { instructions: executable.code.len(), ..summary };
+    Ok(Loaded { executable, files, provenance: metadata.provenance, inputs: metadata.inputs, summary })
+}
+
+/// What `weft inspect` shows: the container, the provenance, and the inputs the model reads.
+#[derive(Clone, Debug, Serialize)]
+pub struct Description {
+    pub format_version: u32,
+    pub weft_version: String,
+    pub target: String,
+    pub size: u64,
+    pub checksum: String,
+    pub sections: Vec<SectionDescription>,
+    pub project: String,
+    pub source_digest: String,
+    pub instructions: usize,
+    pub entities: usize,
+    pub inputs: weft_ir::inputs::Inputs,
+    /// The embedded modules and how many files each carries.
+    pub modules: Vec<(String, usize)>,
+    /// Plugins the code calls that have no native implementation: they need the module's
+    /// Python code on the host.
+    pub python_plugins: Vec<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SectionDescription {
+    pub name: String,
+    pub offset: u64,
+    pub size: u64,
+}
+
+/// Describes a loaded artifact.
+pub fn describe(loaded: &Loaded) -> Description {
+    let program = &loaded.executable.program;
+    let code = &loaded.executable.code;
+    let mut python_plugins: Vec<String> = (0..code.len())
+        .filter_map(|i| match code.expr(weft_ir::program::ExprId(i as u32)).kind {
+            weft_vm::bytecode::Op::Call { callee: weft_ir::program::Callee::Plugin(plugin), .. } => {
+                let signature = &program.plugins[plugin.index()];
+                let name = signature.qualified_name();
+                (signature.namespace != "std" && !crate::plugins::has_native(&name)).then_some(name)
+            }
+            _ => None,
+        })
+        .collect();
+    python_plugins.sort();
+    python_plugins.dedup();
+    let summary = &loaded.summary;
+    Description {
+        format_version: summary.format_version,
+        weft_version: summary.weft_version.clone(),
+        target: summary.target.clone(),
+        size: summary.size,
+        checksum: format!("{:016x}", summary.checksum),
+        sections: summary
+            .sections
+            .iter()
+            .map(|(name, offset, size)| SectionDescription { name: name.clone(), offset: *offset, size: *size })
+            .collect(),
+        project: loaded.provenance.project.clone(),
+        source_digest: loaded.provenance.source_digest.clone(),
+        instructions: code.len(),
+        entities: program.entities.len(),
+        inputs: loaded.inputs.clone(),
+        modules: loaded.files.summary(),
+        python_plugins,
+    }
+}
+
+impl Description {
+    pub fn render_text(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        let _ = writeln!(out, "artifact format {}, built by weft {} for {}", self.format_version, self.weft_version, self.target);
+        let _ = writeln!(out, "size: {} bytes, checksum {}", self.size, self.checksum);
+        let _ = writeln!(out, "project: {}", if self.project.is_empty() { "(unnamed)" } else { &self.project });
+        let _ = writeln!(out, "source digest: sha256:{}", self.source_digest);
+        let _ = writeln!(out, "code: {} instructions, {} entity types", self.instructions, self.entities);
+        let _ = writeln!(out, "sections:");
+        for s in &self.sections {
+            let _ = writeln!(out, "  {:<10} at {:>10}  {:>10} bytes", s.name, s.offset, s.size);
+        }
+        let _ = writeln!(out, "modules:");
+        for (name, files) in &self.modules {
+            let _ = writeln!(out, "  {name} ({files} files)");
+        }
+        let _ = writeln!(out, "inputs:");
+        for line in self.inputs.render_text().lines() {
+            let _ = writeln!(out, "  {line}");
+        }
+        if !self.python_plugins.is_empty() {
+            let _ = writeln!(out, "needs Python on the host for: {}", self.python_plugins.join(", "));
+        }
+        out
+    }
+}
