@@ -237,7 +237,8 @@ fn compile(args: &CompileArgs) -> Result<ExitCode> {
         }
         let arena = bumpalo::Bump::new();
         let compiled = weft_frontend::compile(&arena, &project.project, &project.load_options());
-        let failed = report(project, Sources::Text(&compiled.project.sources), &compiled.diagnostics, "compile the project")?;
+        let failed =
+            report(project, Sources::Text(&compiled.project.sources), &compiled.diagnostics, "compile the project")?;
         if let (Some(lowered), false) = (compiled.lowered, failed) {
             let with_std = args.emit_std;
             print!("{}", lowered.text(&|ns| with_std || !(ns == "std" || ns.starts_with("std::"))));
@@ -247,17 +248,15 @@ fn compile(args: &CompileArgs) -> Result<ExitCode> {
     }
     let started = std::time::Instant::now();
     let evaluated = evaluate(project, &args.inputs, false)?;
-    if args.stats {
-        if let Some(outcome) = &evaluated.outcome {
-            eprintln!(
-                "weft: {} instances, {} iterations, {}; loaded in {:.3}s, total {:.3}s",
-                outcome.instances,
-                outcome.iterations,
-                outcome.tables,
-                evaluated.loaded.as_secs_f64(),
-                started.elapsed().as_secs_f64()
-            );
-        }
+    if let (true, Some(outcome)) = (args.stats, &evaluated.outcome) {
+        eprintln!(
+            "weft: {} instances, {} iterations, {}; loaded in {:.3}s, total {:.3}s",
+            outcome.instances,
+            outcome.iterations,
+            outcome.tables,
+            evaluated.loaded.as_secs_f64(),
+            started.elapsed().as_secs_f64()
+        );
     }
     let failed = evaluated.report(project, "compile the project")?;
     Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
@@ -354,12 +353,8 @@ fn evaluate(project: &ProjectArgs, inputs: &InputArgs, keep_model: bool) -> Resu
         Evaluated { sources, diagnostics: Vec::new(), outcome: None, model: None, modules, loaded: started.elapsed() };
     if let Some(executable) = executable.as_mut() {
         set_parameters(executable, &inputs.set)?;
-        let options = weft_runtime::Options {
-            modules: evaluated.modules.clone(),
-            max_iterations: max_iterations(),
-            facts,
-            ..weft_runtime::Options::default()
-        };
+        let options =
+            weft_runtime::Options { modules: evaluated.modules.clone(), max_iterations: max_iterations(), facts };
         evaluated.loaded = started.elapsed();
         let (outcome, model) = weft_runtime::run(executable, &options);
         print_lines(&outcome.prints)?;
@@ -392,8 +387,8 @@ fn set_parameters(executable: &mut weft_vm::Executable, assignments: &[String]) 
             weft_vm::bytecode::Op::Const(value) => value.clone(),
             _ => anyhow::bail!("--set {name}: the parameter's default is not a constant"),
         };
-        let value =
-            weft_ir::inputs::parse_parameter_value(name, &default, text).map_err(|e| anyhow::anyhow!("--set {name}: {e}"))?;
+        let value = weft_ir::inputs::parse_parameter_value(name, &default, text)
+            .map_err(|e| anyhow::anyhow!("--set {name}: {e}"))?;
         executable.set_const(parameter.value, value)?;
     }
     Ok(())
@@ -454,12 +449,7 @@ fn build(args: &BuildArgs) -> Result<ExitCode> {
         files: &files,
     });
     write_atomically(&args.output, &bytes)?;
-    eprintln!(
-        "weft: built {} ({} bytes, {} instructions)",
-        args.output.display(),
-        bytes.len(),
-        executable.code.len()
-    );
+    eprintln!("weft: built {} ({} bytes, {} instructions)", args.output.display(), bytes.len(), executable.code.len());
     Ok(ExitCode::SUCCESS)
 }
 

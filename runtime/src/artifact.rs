@@ -163,8 +163,8 @@ fn load_from(backing: Arc<dyn Backing>, shown: &str) -> Result<Loaded, LoadError
         artifact.section(kind).ok_or(LoadError::MissingSection { path: path.clone(), section: name })
     };
     let decode_error = |section: &'static str, error: String| LoadError::Decode { path: path.clone(), section, error };
-    let metadata: Metadata =
-        codec::decode(section(SectionKind::Metadata, "metadata")?).map_err(|e| decode_error("metadata", e.to_string()))?;
+    let metadata: Metadata = codec::decode(section(SectionKind::Metadata, "metadata")?)
+        .map_err(|e| decode_error("metadata", e.to_string()))?;
     let files: crate::modules::EmbeddedModules =
         codec::decode(section(SectionKind::Files, "files")?).map_err(|e| decode_error("files", e.to_string()))?;
     let code_range = artifact
@@ -255,7 +255,11 @@ impl Description {
     pub fn render_text(&self) -> String {
         use std::fmt::Write as _;
         let mut out = String::new();
-        let _ = writeln!(out, "artifact format {}, built by weft {} for {}", self.format_version, self.weft_version, self.target);
+        let _ = writeln!(
+            out,
+            "artifact format {}, built by weft {} for {}",
+            self.format_version, self.weft_version, self.target
+        );
         let _ = writeln!(out, "size: {} bytes, checksum {}", self.size, self.checksum);
         let _ = writeln!(out, "project: {}", if self.project.is_empty() { "(unnamed)" } else { &self.project });
         let _ = writeln!(out, "source digest: sha256:{}", self.source_digest);

@@ -48,7 +48,8 @@ pub fn build_and_run(dir: &Path) -> Outcome {
     let arena = bumpalo::Bump::new();
     let compiled = weft_frontend::compile(&arena, dir, &LoadOptions { python_env: None });
     let Some(lowered) = compiled.lowered.as_ref() else { return compile(dir) };
-    let executable = weft_vm::Executable::from_program(Arc::new(lowered.clone())).expect("the frontend's program assembles");
+    let executable =
+        weft_vm::Executable::from_program(Arc::new(lowered.clone())).expect("the frontend's program assembles");
     let modules = weft_runtime::modules::Modules::from_dirs(compiled.project.module_dirs());
     let files = modules.embed().expect("module files are readable");
     let bytes = weft_runtime::artifact::build(&weft_runtime::artifact::BuildInput {

@@ -317,7 +317,7 @@ impl Code {
         let Some(bytes) = backing.bytes().get(range.clone()) else {
             return Err(malformed(format!("range {range:?} is outside the buffer")));
         };
-        if (bytes.as_ptr() as usize) % align_of::<Insn>() != 0 {
+        if !(bytes.as_ptr() as usize).is_multiple_of(align_of::<Insn>()) {
             let len = bytes.len();
             return Code::new(Arc::new(AlignedBytes::copy_from(bytes)), 0..len, tables, program);
         }
@@ -438,14 +438,12 @@ impl Code {
             op::COND => Op::Cond { cond: ExprId(i.a), then: ExprId(i.b), otherwise: ExprId(i.c) },
             op::LIST => Op::List(self.pool(i.a, i.b)),
             op::DICT => Op::Dict(Entries { entries: self.pool(i.a, i.b), texts }),
-            op::FORMAT => Op::Format {
-                template: &texts[i.a as usize],
-                parts: Entries { entries: self.pool(i.b, i.c), texts },
-            },
-            op::FSTRING => Op::FString {
-                template: &texts[i.a as usize],
-                fields: Entries { entries: self.pool(i.b, i.c), texts },
-            },
+            op::FORMAT => {
+                Op::Format { template: &texts[i.a as usize], parts: Entries { entries: self.pool(i.b, i.c), texts } }
+            }
+            op::FSTRING => {
+                Op::FString { template: &texts[i.a as usize], fields: Entries { entries: self.pool(i.b, i.c), texts } }
+            }
             op::CALL => {
                 let counts: &[u32] = self.pool(i.c, 3);
                 let (args, kwargs, splats) = (counts[0], counts[1], counts[2]);
@@ -712,10 +710,9 @@ impl Assembler {
                 let at = self.lookup_lists(query, splats);
                 insn(op::SELECTOR_LOOKUP, base.0, relation.as_u32(), at)
             }
-            ExprKind::ListComp { element, var, iterable, guard } => Insn {
-                d: guard.map_or(NONE, |g| g.0),
-                ..insn(op::LIST_COMP, element.0, var.as_u32(), iterable.0)
-            },
+            ExprKind::ListComp { element, var, iterable, guard } => {
+                Insn { d: guard.map_or(NONE, |g| g.0), ..insn(op::LIST_COMP, element.0, var.as_u32(), iterable.0) }
+            }
             ExprKind::IsDefined { base, name } => insn(op::IS_DEFINED, base.map_or(NONE, |b| b.0), name.as_u32(), 0),
         }
     }

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use crate::bytecode::{Code, Op};
 use weft_ir::program::{
-    AttrId, AttributeKind, BaseType, BinOp, BlockId, Callee, Constraint, CtorId, EntityId, ExprId, NsId,
-    Primitive, Program, StmtId, StmtKind, ValueType, VarRef,
+    AttrId, AttributeKind, BaseType, BinOp, BlockId, Callee, Constraint, CtorId, EntityId, ExprId, NsId, Primitive,
+    Program, StmtId, StmtKind, ValueType, VarRef,
 };
 use weft_ir::value::{self, ArithOp, Value, ValueError};
 use weft_ir::{ErrorKind, Location, Symbol};
@@ -2350,9 +2350,7 @@ impl Machine {
                 // the filtered marker).
                 let (cond, then, otherwise, location) = match src {
                     CondSrc::Expr(expr) => match c.expr(expr).kind {
-                        Op::Cond { cond, then, otherwise } => {
-                            (cond, Ok(then), Ok(otherwise), c.expr(expr).location)
-                        }
+                        Op::Cond { cond, then, otherwise } => (cond, Ok(then), Ok(otherwise), c.expr(expr).location),
                         _ => unreachable!(),
                     },
                     CondSrc::Guard { helper, unknown } => {
@@ -2437,9 +2435,7 @@ impl Machine {
             }
             Body::Call { expr, scope, result, ref mut args } => {
                 let location = c.expr(expr).location;
-                let Op::Call { callee, name, args: a, kwargs, splats } = &c.expr(expr).kind else {
-                    unreachable!()
-                };
+                let Op::Call { callee, name, args: a, kwargs, splats } = &c.expr(expr).kind else { unreachable!() };
                 let (args_v, kwargs_v) = match args.as_ref() {
                     Some(x) => x.clone(),
                     None => {
@@ -2524,9 +2520,7 @@ impl Machine {
     fn splat(&mut self, expr: ExprId, values: &Values, scope: ScopeId) -> R<Vec<(Symbol, Value)>> {
         let v = self.eval(expr, values, scope)?;
         let Value::Dict(entries) = v else {
-            return Err(
-                typing("The ** operator can only be applied to dictionaries").at(self.code.expr(expr).location)
-            );
+            return Err(typing("The ** operator can only be applied to dictionaries").at(self.code.expr(expr).location));
         };
         let mut out = Vec::new();
         for (k, v) in entries.iter() {

@@ -45,7 +45,8 @@ impl Verifier<'_> {
 
     fn run(&self, tables: &CodeTables) -> Checked {
         let p = self.program;
-        let (entities, attributes, blocks, stmts) = (p.entities.len(), p.attributes.len(), p.blocks.len(), p.stmts.len());
+        let (entities, attributes, blocks, stmts) =
+            (p.entities.len(), p.attributes.len(), p.blocks.len(), p.stmts.len());
         for value in &tables.consts {
             no_instances(value)?;
         }

@@ -1,0 +1,238 @@
+//! Artifacts as operators use them: `weft build` on one machine, `weft run`, `weft export`,
+//! `weft apply` and `weft inspect` of the file elsewhere, without the sources, with the host's
+//! own inputs; and damaged files refused with one clear line.
+//!
+//! The model is `tests/fixtures/artifact/inputs/`: a module with a template and a resource
+//! type, two declared parameters, an environment variable and a fact.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/artifact/inputs")
+}
+
+/// A scratch directory for one test, removed at the end.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("weft-artifact-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create a scratch directory");
+        Scratch(dir)
+    }
+
+    fn path(&self, relative: &str) -> PathBuf {
+        self.0.join(relative)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("create a directory");
+    for entry in std::fs::read_dir(from).expect("read the fixture") {
+        let entry = entry.expect("a directory entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("a file type").is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy a file");
+        }
+    }
+}
+
+/// Runs `weft <args>` in `cwd`, with a clean environment for the model's inputs.
+fn weft(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_weft"));
+    command.current_dir(cwd).args(args).env_remove("WEFT_TEST_TIER").env_remove("VIRTUAL_ENV");
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    command.output().expect("weft runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn succeeded(output: &Output) -> String {
+    assert!(output.status.success(), "weft failed: {}\n{}", text(&output.stdout), text(&output.stderr));
+    text(&output.stdout)
+}
+
+/// A project copied to `dir` and built into `artifact`.
+fn build(scratch: &Scratch, dir: &str, artifact: &str) -> PathBuf {
+    copy_tree(&fixture(), &scratch.path(dir));
+    let out = weft(&scratch.0, &["build", dir, "-o", artifact], &[]);
+    succeeded(&out);
+    scratch.path(artifact)
+}
+
+#[test]
+fn an_artifact_runs_without_its_sources_and_does_not_depend_on_where_it_was_built() {
+    let scratch = Scratch::new("portable");
+    let first = build(&scratch, "first/checkout", "first.weft");
+    let second = build(&scratch, "elsewhere", "second.weft");
+    let bytes = std::fs::read(&first).expect("the artifact exists");
+    assert_eq!(bytes, std::fs::read(&second).expect("the artifact exists"), "the same sources build the same bytes");
+    let scratch_path = scratch.0.to_string_lossy().into_owned();
+    assert!(
+        !bytes.windows(scratch_path.len()).any(|w| w == scratch_path.as_bytes()),
+        "the artifact holds a path of the build machine"
+    );
+
+    let facts = fixture().join("facts.json");
+    let facts = facts.to_str().expect("a UTF-8 path");
+    let compiled = succeeded(&weft(&scratch.0, &["compile", "first/checkout", "--facts", facts], &[]));
+    std::fs::remove_dir_all(scratch.path("first")).expect("remove the sources");
+    std::fs::remove_dir_all(scratch.path("elsewhere")).expect("remove the sources");
+    let host = scratch.path("host");
+    std::fs::create_dir_all(&host).expect("a working directory");
+    std::fs::rename(&first, host.join("model.weft")).expect("ship the artifact");
+    let ran = succeeded(&weft(&host, &["run", "model.weft", "--facts", facts], &[]));
+    assert_eq!(ran, compiled);
+    assert!(ran.contains("welcome to eu (dev)"), "the embedded template renders: {ran}");
+}
+
+#[test]
+fn export_and_apply_take_an_artifact() {
+    let scratch = Scratch::new("export");
+    let artifact = build(&scratch, "project", "model.weft");
+    let artifact = artifact.to_str().expect("a UTF-8 path");
+    let facts = fixture().join("facts.json");
+    let facts = facts.to_str().expect("a UTF-8 path");
+    succeeded(&weft(&scratch.0, &["export", "project", "--facts", facts, "-o", "from-sources.json"], &[]));
+    succeeded(&weft(&scratch.0, &["export", artifact, "--facts", facts, "-o", "from-artifact.json"], &[]));
+    let read = |name: &str| std::fs::read_to_string(scratch.path(name)).expect("the export exists");
+    assert_eq!(read("from-artifact.json"), read("from-sources.json"));
+    assert!(read("from-artifact.json").contains("std::testing::NullResource[agent-eu,name=web-1],v=0"));
+
+    std::fs::create_dir_all(scratch.path("root")).expect("a root");
+    let root = scratch.path("root");
+    let applied = succeeded(&weft(
+        &scratch.0,
+        &["apply", artifact, "--facts", facts, "--root", root.to_str().expect("UTF-8")],
+        &[],
+    ));
+    // Null resources change nothing; what matters is that both were deployed from the artifact.
+    assert!(applied.contains("2 resources already up to date"), "{applied}");
+}
+
+#[test]
+fn inputs_are_read_on_the_host_each_time_the_artifact_runs() {
+    let scratch = Scratch::new("inputs");
+    let artifact = build(&scratch, "project", "model.weft");
+    let artifact = artifact.to_str().expect("a UTF-8 path");
+    let facts = fixture().join("facts.json");
+    let facts = facts.to_str().expect("a UTF-8 path");
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let mut all = vec!["run", artifact, "--facts", facts];
+        all.extend_from_slice(args);
+        succeeded(&weft(&scratch.0, &all, env))
+    };
+    assert_eq!(run(&[], &[]), "welcome to eu (dev)\nweb-0 ip=unknown\nweb-1 ip=10.0.0.2\n");
+    assert_eq!(run(&[], &[("WEFT_TEST_TIER", "prod")]), "welcome to eu (prod)\nweb-0 ip=unknown\nweb-1 ip=10.0.0.2\n");
+    assert_eq!(
+        run(&["--set", "region=us", "--set", "replicas=3"], &[]),
+        "welcome to us (dev)\nweb-0 ip=10.1.0.1\nweb-1 ip=unknown\nweb-2 ip=unknown\n"
+    );
+
+    // A bad value or an undeclared parameter is a usage error, named in one line.
+    for (set, expected) in [
+        ("replicas=many", "parameter replicas is an int (default 2): \"many\" is not an int"),
+        ("zones=3", "no such parameter; the model declares replicas, region"),
+        ("replicas", "expected NAME=VALUE"),
+    ] {
+        let out = weft(&scratch.0, &["run", artifact, "--set", set], &[]);
+        assert_eq!(out.status.code(), Some(2), "--set {set}");
+        let stderr = text(&out.stderr);
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(expected), "--set {set}: {stderr}");
+    }
+}
+
+#[test]
+fn inspect_describes_the_artifact_and_its_inputs() {
+    let scratch = Scratch::new("inspect");
+    let artifact = build(&scratch, "project", "model.weft");
+    let artifact = artifact.to_str().expect("a UTF-8 path");
+    let human = succeeded(&weft(&scratch.0, &["inspect", artifact], &[]));
+    for expected in [
+        "artifact format 1, built by weft",
+        "project: artifact_inputs",
+        "source digest: sha256:",
+        "replicas: int = 2  (./main.cf:4)  how many web servers",
+        "region: string = \"eu\"",
+        "WEFT_TEST_TIER  (std::get_env at ./main.cf:8)",
+        "ip  (std::getfact at ./main.cf:13)",
+        "web (1 files)",
+    ] {
+        assert!(human.contains(expected), "missing {expected:?} in:\n{human}");
+    }
+    let json: serde_json::Value =
+        serde_json::from_str(&succeeded(&weft(&scratch.0, &["inspect", artifact, "--format", "json"], &[])))
+            .expect("JSON");
+    let digest = json["source_digest"].as_str().expect("a digest");
+    assert_eq!(digest.len(), 64);
+    let sections: Vec<&str> =
+        json["sections"].as_array().expect("sections").iter().map(|s| s["name"].as_str().expect("a name")).collect();
+    assert_eq!(sections, ["metadata", "code", "files"]);
+}
+
+/// Every kind of damage gives exit code 2 and one line on stderr that says which check failed.
+#[test]
+fn damaged_and_foreign_files_are_refused_with_one_line() {
+    let scratch = Scratch::new("damaged");
+    let artifact = build(&scratch, "project", "model.weft");
+    let good = std::fs::read(&artifact).expect("the artifact exists");
+    let resealed = |patch: &dyn Fn(&mut Vec<u8>)| {
+        let mut bytes = good.clone();
+        patch(&mut bytes);
+        weft_ir::artifact::reseal(&mut bytes);
+        bytes
+    };
+    let mut flipped = good.clone();
+    let middle = flipped.len() / 2;
+    flipped[middle] ^= 0x10;
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        ("empty", Vec::new(), "truncated"),
+        ("header only", good[..50].to_vec(), "truncated"),
+        ("half", good[..good.len() / 2].to_vec(), "truncated"),
+        ("one byte short", good[..good.len() - 1].to_vec(), "truncated"),
+        ("bit flip", flipped, "checksum"),
+        ("json", b"[{\"id\": \"x\"}]\n".to_vec(), "not a weft artifact"),
+        ("elf", std::fs::read(env!("CARGO_BIN_EXE_weft")).expect("the binary"), "not a weft artifact"),
+        ("format version", resealed(&|b| b[8] = 7), "format version 7"),
+        ("target", resealed(&|b| b[64..80].copy_from_slice(b"riscv64-linux-le")), "riscv64"),
+        ("weft version", resealed(&|b| b[40..45].copy_from_slice(b"0.0.9")), "built by weft 0.0.9"),
+        (
+            "metadata",
+            resealed(&|b| {
+                // Garbage in the metadata section, past the container's checks.
+                let start = 96 + 24 * 3;
+                for byte in &mut b[start + 16..start + 64] {
+                    *byte = 0xff;
+                }
+            }),
+            "metadata section",
+        ),
+    ];
+    for (name, bytes, expected) in cases {
+        let path = scratch.path(&format!("{}.weft", name.replace(' ', "-")));
+        std::fs::write(&path, &bytes).expect("write the damaged file");
+        for command in ["run", "inspect", "export"] {
+            let out = weft(&scratch.0, &[command, path.to_str().expect("UTF-8")], &[]);
+            let stderr = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{name} ({command}): {stderr}");
+            assert_eq!(stderr.lines().count(), 1, "{name} ({command}): {stderr}");
+            assert!(stderr.starts_with("error: "), "{name} ({command}): {stderr}");
+            assert!(stderr.contains(expected), "{name} ({command}): expected {expected:?} in {stderr}");
+        }
+    }
+}
