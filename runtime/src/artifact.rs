@@ -108,7 +108,9 @@ pub enum LoadError {
     Version { path: String, built: String },
     #[error("{path}: the artifact has no {section} section")]
     MissingSection { path: String, section: &'static str },
-    #[error("{path}: {section} section: {error}")]
+    #[error(
+        "{path}: {section} section: {error} (damaged, or written by another build of weft {WEFT_VERSION}: rebuild it)"
+    )]
     Decode { path: String, section: &'static str, error: String },
     #[error("{path}: {error}")]
     Code { path: String, error: CodeError },
