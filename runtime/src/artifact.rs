@@ -94,7 +94,6 @@ pub struct Summary {
     pub checksum: u64,
     /// Each section's name, offset and size.
     pub sections: Vec<(String, u64, u64)>,
-    pub instructions: usize,
 }
 
 /// Why an artifact could not be loaded: one line, naming the check that failed.
@@ -179,11 +178,9 @@ fn load_from(backing: Arc<dyn Backing>, shown: &str) -> Result<Loaded, LoadError
         size: bytes.len() as u64,
         checksum: header.checksum,
         sections: artifact.sections().iter().map(|s| (s.kind.name().to_string(), s.offset, s.len)).collect(),
-        instructions: 0,
     };
     let executable = Executable::load(metadata.program, backing.clone(), code_range, metadata.tables)
         .map_err(|error| LoadError::Code { path: path.clone(), error })?;
-    let summary = Summary { instructions: executable.code.len(), ..summary };
     Ok(Loaded { executable, files, provenance: metadata.provenance, inputs: metadata.inputs, summary })
 }
 

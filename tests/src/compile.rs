@@ -40,25 +40,30 @@ pub fn compile(dir: &Path) -> Outcome {
     Outcome { ok: error.is_none(), prints, error }
 }
 
+/// Builds the project in `dir` into an artifact in memory, as `weft build` does; `None` when
+/// the project does not compile statically.
+pub fn build_artifact(dir: &Path) -> Option<Vec<u8>> {
+    let arena = bumpalo::Bump::new();
+    let compiled = weft_frontend::compile(&arena, dir, &LoadOptions { python_env: None });
+    let lowered = compiled.lowered.as_ref()?;
+    let executable =
+        weft_vm::Executable::from_program(Arc::new(lowered.clone())).expect("the frontend's program assembles");
+    let modules = weft_runtime::modules::Modules::from_dirs(compiled.project.module_dirs());
+    let files = modules.embed().expect("module files are readable");
+    Some(weft_runtime::artifact::build(&weft_runtime::artifact::BuildInput {
+        executable: &executable,
+        provenance: weft_runtime::artifact::Provenance::default(),
+        inputs: weft_ir::inputs::inputs(lowered),
+        files: &files,
+    }))
+}
+
 /// Builds the project in `dir` into an artifact in memory, then loads and runs the artifact
 /// as a host without the sources does: only the artifact's own line tables and embedded
 /// module files are used. A project that does not compile statically has no artifact; its
 /// outcome is the static one, as `weft build` reports it.
 pub fn build_and_run(dir: &Path) -> Outcome {
-    let arena = bumpalo::Bump::new();
-    let compiled = weft_frontend::compile(&arena, dir, &LoadOptions { python_env: None });
-    let Some(lowered) = compiled.lowered.as_ref() else { return compile(dir) };
-    let executable =
-        weft_vm::Executable::from_program(Arc::new(lowered.clone())).expect("the frontend's program assembles");
-    let modules = weft_runtime::modules::Modules::from_dirs(compiled.project.module_dirs());
-    let files = modules.embed().expect("module files are readable");
-    let bytes = weft_runtime::artifact::build(&weft_runtime::artifact::BuildInput {
-        executable: &executable,
-        provenance: weft_runtime::artifact::Provenance::default(),
-        inputs: weft_ir::inputs::inputs(lowered),
-        files: &files,
-    });
-    drop(compiled);
+    let Some(bytes) = build_artifact(dir) else { return compile(dir) };
     let loaded = weft_runtime::artifact::load_bytes(&bytes, "model.weft").expect("a fresh artifact loads");
     let modules = weft_runtime::modules::Modules::from_embedded(loaded.files);
     let options = weft_runtime::Options { modules, ..weft_runtime::Options::default() };

@@ -2,26 +2,8 @@
 //! refused by the loader with an error, never a panic: a deterministic mutation run over real
 //! artifacts, in every section. The cargo-fuzz target `artifact_load` explores further.
 
-use std::path::Path;
-use std::sync::Arc;
-
-use weft_frontend::project::LoadOptions;
+use weft_tests::compile::build_artifact;
 use weft_tests::{cases_in, corpus};
-
-/// An artifact built from the project in `dir`, in memory.
-fn artifact(dir: &Path) -> Option<Vec<u8>> {
-    let arena = bumpalo::Bump::new();
-    let compiled = weft_frontend::compile(&arena, dir, &LoadOptions { python_env: None });
-    let lowered = compiled.lowered.as_ref()?;
-    let executable = weft_vm::Executable::from_program(Arc::new(lowered.clone())).expect("assembles");
-    let files = weft_runtime::modules::Modules::from_dirs(compiled.project.module_dirs()).embed().expect("embeds");
-    Some(weft_runtime::artifact::build(&weft_runtime::artifact::BuildInput {
-        executable: &executable,
-        provenance: weft_runtime::artifact::Provenance::default(),
-        inputs: weft_ir::inputs::inputs(lowered),
-        files: &files,
-    }))
-}
 
 /// xorshift64*: a fixed sequence, so a failure names a reproducible seed.
 struct Rng(u64);
@@ -46,7 +28,7 @@ fn resealed_mutations_of_real_artifacts_are_refused_or_load_without_panicking() 
     let mut loaded = 0;
     let mut refused = 0;
     for (index, case) in cases.iter().enumerate() {
-        let Some(good) = artifact(case) else { continue };
+        let Some(good) = build_artifact(case) else { continue };
         weft_runtime::artifact::load_bytes(&good, "good.weft").expect("an intact artifact loads");
         let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ index as u64);
         for round in 0..300 {

@@ -411,9 +411,7 @@ impl Code {
     /// operands the check in [`Code::new`] bounded.
     pub fn expr(&self, id: ExprId) -> Instruction<'_> {
         let insn = self.records::<Insn>(self.insns.clone())[id.index()];
-        let raw = self.records::<RawLocation>(self.locations.clone())[id.index()];
-        let location = Location { file: FileId(raw.file), span: Span { start: raw.start, end: raw.end } };
-        Instruction { kind: self.op(insn), location }
+        Instruction { kind: self.op(insn), location: self.location(id) }
     }
 
     /// The location of instruction `id`.
