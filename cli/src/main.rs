@@ -166,6 +166,12 @@ struct CheckArgs {
 /// bounds their depth, but a generous stack keeps a margin on any platform's defaults.
 const WORKER_STACK: usize = 256 * 1024 * 1024;
 
+/// The evaluator allocates and frees millions of small objects (values, task bodies, scope
+/// tables); mimalloc's thread-local free lists serve that pattern far better than glibc's
+/// malloc, whose consolidation of freed chunks showed up as a tenth of the profile.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let worker =
