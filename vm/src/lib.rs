@@ -34,6 +34,7 @@
 
 pub mod bytecode;
 mod machine;
+pub mod table;
 pub mod verify;
 
 use std::sync::Arc;

@@ -5,6 +5,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use crate::bytecode::{Code, Op};
+use crate::table::Table;
 use weft_ir::program::{
     AttrId, AttributeKind, BaseType, BinOp, BlockId, Callee, Constraint, CtorId, EntityId, ExprId, NsId, Primitive,
     Program, StmtId, StmtKind, ValueType, VarRef,
@@ -143,24 +144,104 @@ pub enum CellKind {
     Sink,
 }
 
+/// A cell, laid out compactly: a model has about twenty per entity instance, so every byte
+/// here is twenty bytes per instance. Optional fields use sentinels instead of `Option`, and
+/// the waiter list lives in the machine's shared node arena (`WaitNodes`).
 pub struct Cell {
-    pub kind: CellKind,
-    ty: CellType,
-    /// For attribute cells: the instance and attribute.
-    pub owner: Option<(InstanceId, AttrId)>,
     pub value: Option<Value>,
-    pub has_value: bool,
-    queued: bool,
-    pub location: Option<Location>,
-    waiters: Vec<WaiterId>,
-    /// Acquired and fulfilled promises of a delayed cell; `None` once frozen (or for cells
-    /// that do not track providers).
-    promises: Option<(u32, u32)>,
-    /// The cell a proxy was connected to.
-    target: Option<CellId>,
     /// What only list cells and listening proxies need, out of line to keep the common cell
     /// small.
     ext: Option<Box<CellExt>>,
+    /// Attribute cells: the owning instance and the attribute. Proxies: the target cell in
+    /// the first field once connected. `NONE` where absent.
+    link: (u32, u32),
+    /// Where the value was set; `file` is `NONE` before that.
+    location: Location,
+    waiters: WaitList,
+    /// Acquired and fulfilled promises of a delayed cell, while `tracks_promises`.
+    promises: (u32, u32),
+    ty: PackedType,
+    pub kind: CellKind,
+    pub has_value: bool,
+    queued: bool,
+    /// Whether `promises` counts providers: delayed cells until they freeze.
+    tracks_promises: bool,
+}
+
+const NONE: u32 = u32::MAX;
+
+/// A cell's type check, in four bytes: `CellType` for cells that are not attributes, or "the
+/// owning attribute's type", looked up when a value is set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct PackedType(u32);
+
+impl PackedType {
+    const NONE: PackedType = PackedType(0);
+    const BOOL: PackedType = PackedType(1);
+    const FROM_OWNER: PackedType = PackedType(2);
+
+    fn entity(e: EntityId) -> PackedType {
+        PackedType(3 + e.0)
+    }
+}
+
+/// A cell's waiters: a FIFO list of nodes in the machine's `WaitNodes` arena.
+#[derive(Clone, Copy, Debug)]
+struct WaitList {
+    head: u32,
+    tail: u32,
+    len: u32,
+}
+
+impl WaitList {
+    const EMPTY: WaitList = WaitList { head: NONE, tail: NONE, len: 0 };
+}
+
+/// The nodes of every cell's waiter list, with a free list: a waiter registration costs no
+/// allocation of its own and the nodes of released lists are reused.
+#[derive(Default)]
+struct WaitNodes {
+    /// (waiter, next node)
+    nodes: Vec<(WaiterId, u32)>,
+    free: Vec<u32>,
+}
+
+impl WaitNodes {
+    fn push(&mut self, list: &mut WaitList, waiter: WaiterId) {
+        let node = match self.free.pop() {
+            Some(n) => {
+                self.nodes[n as usize] = (waiter, NONE);
+                n
+            }
+            None => {
+                self.nodes.push((waiter, NONE));
+                (self.nodes.len() - 1) as u32
+            }
+        };
+        if list.tail == NONE {
+            list.head = node;
+        } else {
+            self.nodes[list.tail as usize].1 = node;
+        }
+        list.tail = node;
+        list.len += 1;
+    }
+
+    /// Takes the first waiter of a detached list and recycles its node.
+    fn pop(&mut self, list: &mut WaitList) -> Option<WaiterId> {
+        if list.head == NONE {
+            return None;
+        }
+        let node = list.head;
+        let (waiter, next) = self.nodes[node as usize];
+        list.head = next;
+        if next == NONE {
+            list.tail = NONE;
+        }
+        list.len -= 1;
+        self.free.push(node);
+        Some(waiter)
+    }
 }
 
 #[derive(Default)]
@@ -196,19 +277,15 @@ impl Cell {
     fn new(kind: CellKind) -> Self {
         Cell {
             kind,
-            ty: CellType::None,
-            owner: None,
+            ty: PackedType::NONE,
+            link: (NONE, NONE),
             value: None,
             has_value: false,
             queued: false,
-            location: None,
-            waiters: Vec::new(),
-            promises: if matches!(kind, CellKind::Option | CellKind::List | CellKind::ListLiteral) {
-                Some((0, 0))
-            } else {
-                None
-            },
-            target: None,
+            location: Location::new(weft_ir::FileId(NONE), weft_ir::Span { start: 0, end: 0 }),
+            waiters: WaitList::EMPTY,
+            promises: (0, 0),
+            tracks_promises: matches!(kind, CellKind::Option | CellKind::List | CellKind::ListLiteral),
             ext: if matches!(kind, CellKind::List | CellKind::ListLiteral) {
                 Some(Box::new(CellExt { listeners: Some(Vec::new()), ..CellExt::default() }))
             } else {
@@ -219,6 +296,25 @@ impl Cell {
 
     pub fn is_delayed(&self) -> bool {
         matches!(self.kind, CellKind::Option | CellKind::List | CellKind::ListLiteral)
+    }
+
+    /// For attribute cells: the instance and attribute.
+    pub fn owner(&self) -> Option<(InstanceId, AttrId)> {
+        (self.kind != CellKind::Proxy && self.link.0 != NONE).then(|| (self.link.0, AttrId(self.link.1)))
+    }
+
+    /// The cell a proxy was connected to.
+    fn target(&self) -> Option<CellId> {
+        (self.kind == CellKind::Proxy && self.link.0 != NONE).then_some(self.link.0)
+    }
+
+    /// Where the value was set.
+    pub fn location(&self) -> Option<Location> {
+        (self.location.file.0 != NONE).then_some(self.location)
+    }
+
+    fn promises(&self) -> Option<(u32, u32)> {
+        self.tracks_promises.then_some(self.promises)
     }
 }
 
@@ -326,10 +422,12 @@ enum Resumer {
 }
 
 pub struct Waiter {
-    waitcount: i64,
+    waitcount: i32,
+    /// Creation order (the key of `Machine::all_waiters`).
+    seq: u32,
     requires: Reqs,
-    body: Option<Box<Body>>,
-    pub done: bool,
+    /// `None` while the task runs and once it finished.
+    body: Option<Body>,
 }
 
 /// Gradual listeners (`ResultCollector`s).
@@ -437,10 +535,16 @@ pub struct Machine {
     pub program: Arc<Program>,
     /// The program's instructions, in place in their buffer.
     pub code: Arc<Code>,
-    pub cells: Vec<Cell>,
-    pub waiters: Vec<Waiter>,
+    pub cells: Table<Cell>,
+    /// Task slots; a finished task's slot is reused (`free_waiters`), so the table holds the
+    /// peak number of live tasks, not every task ever spawned.
+    pub waiters: Table<Waiter>,
+    free_waiters: Vec<WaiterId>,
+    wait_nodes: WaitNodes,
+    /// Tasks spawned so far: the creation sequence number of the next task.
+    spawned: u32,
     collectors: Vec<Collector>,
-    scopes: Vec<Scope>,
+    scopes: Table<Scope>,
     promises: Vec<Promise>,
     eager: Vec<EagerPromise>,
     comps: Vec<CompHelper>,
@@ -468,33 +572,38 @@ struct Known {
     self_: Symbol,
 }
 
-/// The pending tasks: waiter ids are allocated in creation order, so a flag per id keeps
-/// them in creation order without any reordering cost.
+/// The pending tasks in creation order. Task slots are reused, so creation order is kept as a
+/// sequence number per task: a flag per sequence number says whether that task is pending, and
+/// the slot it runs in.
 pub mod pending {
     #[derive(Default)]
     pub struct Pending {
-        flags: Vec<bool>,
+        /// Per sequence number: the task's slot, or `u32::MAX` once it finished.
+        slots: Vec<u32>,
         live: usize,
-        /// No pending task has a smaller id.
+        /// No pending task has a smaller sequence number.
         first: usize,
+        /// The largest number of tasks pending at once.
+        pub peak: usize,
     }
 
     impl Pending {
-        pub fn insert(&mut self, id: u32) {
-            let id = id as usize;
-            if self.flags.len() <= id {
-                self.flags.resize(id + 1, false);
+        pub fn insert(&mut self, seq: u32, slot: u32) {
+            let seq = seq as usize;
+            if self.slots.len() <= seq {
+                self.slots.resize(seq + 1, u32::MAX);
             }
-            self.flags[id] = true;
+            self.slots[seq] = slot;
             self.live += 1;
+            self.peak = self.peak.max(self.live);
         }
 
-        pub fn remove(&mut self, id: u32) {
-            let id = id as usize;
-            if self.flags.get(id).copied().unwrap_or(false) {
-                self.flags[id] = false;
+        pub fn remove(&mut self, seq: u32) {
+            let seq = seq as usize;
+            if self.slots.get(seq).is_some_and(|&s| s != u32::MAX) {
+                self.slots[seq] = u32::MAX;
                 self.live -= 1;
-                while self.first < self.flags.len() && !self.flags[self.first] {
+                while self.first < self.slots.len() && self.slots[self.first] == u32::MAX {
                     self.first += 1;
                 }
             }
@@ -504,12 +613,9 @@ pub mod pending {
             self.live == 0
         }
 
+        /// The slots of the pending tasks, oldest first.
         pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
-            self.flags[self.first.min(self.flags.len())..]
-                .iter()
-                .enumerate()
-                .filter(|(_, f)| **f)
-                .map(move |(i, _)| (i + self.first) as u32)
+            self.slots[self.first.min(self.slots.len())..].iter().copied().filter(|&s| s != u32::MAX)
         }
     }
 }
@@ -523,10 +629,13 @@ impl Machine {
         Machine {
             program,
             code,
-            cells: Vec::new(),
-            waiters: Vec::new(),
+            cells: Table::new(),
+            waiters: Table::new(),
+            free_waiters: Vec::new(),
+            wait_nodes: WaitNodes::default(),
+            spawned: 0,
             collectors: Vec::new(),
-            scopes: Vec::new(),
+            scopes: Table::new(),
             promises: Vec::new(),
             eager: Vec::new(),
             comps: Vec::new(),
@@ -548,11 +657,12 @@ impl Machine {
     /// Sizes of the machine's tables, for `--stats`.
     pub fn table_sizes(&self) -> String {
         format!(
-            "{} cells ({} B each), {} tasks ({} B each), {} scopes, {} collectors",
+            "{} cells ({} B each), {} task slots ({} B each) for {} tasks, {} scopes, {} collectors",
             self.cells.len(),
             std::mem::size_of::<Cell>(),
             self.waiters.len(),
             std::mem::size_of::<Waiter>(),
+            self.spawned,
             self.scopes.len(),
             self.collectors.len()
         )
@@ -599,8 +709,7 @@ impl Machine {
     // ----- cells -------------------------------------------------------------------------
 
     fn new_cell(&mut self, kind: CellKind) -> CellId {
-        let id = self.cells.len() as CellId;
-        self.cells.push(Cell::new(kind));
+        let id = self.cells.push(Cell::new(kind)) as CellId;
         if self.cells[id as usize].is_delayed() && self.can_get(id) {
             self.queue(id);
         }
@@ -612,28 +721,30 @@ impl Machine {
         let c = &mut self.cells[id as usize];
         c.value = Some(value);
         c.has_value = true;
-        c.location = location;
+        if let Some(l) = location {
+            c.location = l;
+        }
         id
     }
 
     pub fn is_ready(&self, cell: CellId) -> bool {
         let c = &self.cells[cell as usize];
         if c.kind == CellKind::Proxy {
-            return c.target.is_some_and(|t| self.is_ready(t));
+            return c.target().is_some_and(|t| self.is_ready(t));
         }
         c.has_value
     }
 
     /// Promises acquired on a delayed cell and not yet fulfilled.
     pub fn outstanding_providers(&self, cell: CellId) -> i64 {
-        match self.cells[cell as usize].promises {
+        match self.cells[cell as usize].promises() {
             Some((acquired, done)) => acquired as i64 - done as i64,
             None => 0,
         }
     }
 
     fn relation_bounds(&self, cell: CellId) -> Option<(i64, Option<i64>)> {
-        let (_, attr) = self.cells[cell as usize].owner?;
+        let (_, attr) = self.cells[cell as usize].owner()?;
         match self.program.attribute(attr).kind {
             AttributeKind::Relation(r) => Some((r.lower, r.upper)),
             _ => None,
@@ -659,7 +770,7 @@ impl Machine {
 
     pub fn progress_potential(&self, cell: CellId) -> i64 {
         let c = &self.cells[cell as usize];
-        c.waiters.len() as i64 - c.x().nb_gradual_waiters
+        c.waiters.len as i64 - c.x().nb_gradual_waiters
     }
 
     pub fn is_relation(&self, cell: CellId) -> bool {
@@ -687,20 +798,22 @@ impl Machine {
         }
         c.queued = true;
         c.has_value = true;
-        c.promises = None;
+        c.tracks_promises = false;
         if let Some(e) = c.ext.as_mut() {
             e.listeners = None;
         }
-        let waiters = std::mem::take(&mut c.waiters);
-        for w in waiters {
+        let mut waiters = std::mem::replace(&mut c.waiters, WaitList::EMPTY);
+        while let Some(w) = self.wait_nodes.pop(&mut waiters) {
             self.ready(w);
         }
     }
 
     fn get_promise(&mut self, cell: CellId) -> Option<PromiseId> {
         let c = &mut self.cells[cell as usize];
-        let (acquired, _) = c.promises.as_mut()?;
-        *acquired += 1;
+        if !c.tracks_promises {
+            return None;
+        }
+        c.promises.0 += 1;
         let id = self.promises.len() as PromiseId;
         self.promises.push(Promise { owner: cell, done: false });
         Some(id)
@@ -714,10 +827,11 @@ impl Machine {
         p.done = true;
         let cell = p.owner;
         let kind = self.cells[cell as usize].kind;
-        match self.cells[cell as usize].promises.as_mut() {
-            Some((_, done)) => *done += 1,
-            None => return,
+        let c = &mut self.cells[cell as usize];
+        if !c.tracks_promises {
+            return;
         }
+        c.promises.1 += 1;
         if self.can_get(cell) {
             self.queue(cell);
         }
@@ -734,16 +848,16 @@ impl Machine {
     fn register(&mut self, cell: CellId, waiter: WaiterId) {
         let c = &mut self.cells[cell as usize];
         if c.kind == CellKind::Proxy {
-            match c.target {
+            match c.target() {
                 Some(t) => self.register(t, waiter),
-                None => c.waiters.push(waiter),
+                None => self.wait_nodes.push(&mut c.waiters, waiter),
             }
             return;
         }
         if c.has_value {
             self.ready(waiter);
         } else {
-            c.waiters.push(waiter);
+            self.wait_nodes.push(&mut c.waiters, waiter);
         }
     }
 
@@ -756,16 +870,24 @@ impl Machine {
     }
 
     fn notify(&mut self, cell: CellId) {
-        let waiters = std::mem::take(&mut self.cells[cell as usize].waiters);
-        for w in waiters {
+        let mut waiters = std::mem::replace(&mut self.cells[cell as usize].waiters, WaitList::EMPTY);
+        while let Some(w) = self.wait_nodes.pop(&mut waiters) {
             self.ready(w);
         }
     }
 
     fn spawn(&mut self, requires: Reqs, body: Body) -> WaiterId {
-        let id = self.waiters.len() as WaiterId;
-        self.waiters.push(Waiter { waitcount: 1, requires: Vec::new(), body: Some(Box::new(body)), done: false });
-        self.all_waiters.insert(id);
+        let seq = self.spawned;
+        self.spawned += 1;
+        let waiter = Waiter { waitcount: 1, seq, requires: Vec::new(), body: Some(body) };
+        let id = match self.free_waiters.pop() {
+            Some(slot) => {
+                self.waiters[slot as usize] = waiter;
+                slot
+            }
+            None => self.waiters.push(waiter) as WaiterId,
+        };
+        self.all_waiters.insert(seq, id);
         for &(_, cell) in &requires {
             self.wait_for(id, cell);
         }
@@ -777,7 +899,7 @@ impl Machine {
     /// Where a pending task's code is, for "not all statements executed".
     pub fn waiter_location(&self, waiter: WaiterId) -> Option<Location> {
         let p = &self.program;
-        match self.waiters[waiter as usize].body.as_deref()? {
+        match self.waiters[waiter as usize].body.as_ref()? {
             Body::Exec { what: Exec::Expr(e), .. } => Some(self.code.location(*e)),
             Body::Exec { what: Exec::Stmt(s), .. } | Body::SetAttr { stmt: s, .. } => Some(p.stmt(*s).location),
             Body::Lazy { expr, .. } | Body::Lookup { expr, .. } | Body::Call { expr, .. } => {
@@ -800,7 +922,7 @@ impl Machine {
                     if cell.kind != CellKind::Proxy {
                         return Some(c);
                     }
-                    c = cell.target?;
+                    c = cell.target()?;
                 }
             })
             .collect()
@@ -816,7 +938,7 @@ impl Machine {
         let kind = self.cells[cell as usize].kind;
         match kind {
             CellKind::Proxy => {
-                let target = self.cells[cell as usize].target.ok_or_else(|| rt("proxy not connected"))?;
+                let target = self.cells[cell as usize].target().ok_or_else(|| rt("proxy not connected"))?;
                 let value = self.get_value(target)?;
                 if self.cells[cell as usize].x().notify_listener {
                     let (collector, location) = self.cells[cell as usize].xm().proxy_listener.take().expect("listener");
@@ -840,7 +962,7 @@ impl Machine {
                 match &c.value {
                     Some(v) if !matches!(v, Value::Null) => Ok(v.clone()),
                     _ => {
-                        let (inst, attr) = c.owner.expect("relation cell");
+                        let (inst, attr) = c.owner().expect("relation cell");
                         let p = self.prog();
                         let a = p.attribute(attr);
                         Err(EvalError::new(
@@ -870,7 +992,7 @@ impl Machine {
         let c = &self.cells[cell as usize];
         match c.kind {
             CellKind::List | CellKind::ListLiteral => Some(Value::List(Arc::from(c.x().items.clone()))),
-            CellKind::Proxy => c.target.and_then(|t| self.peek(t)),
+            CellKind::Proxy => c.target().and_then(|t| self.peek(t)),
             _ => c.value.clone(),
         }
     }
@@ -1006,7 +1128,7 @@ impl Machine {
     }
 
     fn connect_proxy(&mut self, proxy: CellId, target: CellId) -> R<()> {
-        self.cells[proxy as usize].target = Some(target);
+        self.cells[proxy as usize].link.0 = target;
         if let Some((collector, location)) = self.cells[proxy as usize].x().proxy_listener {
             if self.listen(target, collector, location)? {
                 self.cells[proxy as usize].xm().proxy_listener = None;
@@ -1014,8 +1136,8 @@ impl Machine {
                 self.cells[proxy as usize].xm().notify_listener = true;
             }
         }
-        let waiters = std::mem::take(&mut self.cells[proxy as usize].waiters);
-        for w in waiters {
+        let mut waiters = std::mem::replace(&mut self.cells[proxy as usize].waiters, WaitList::EMPTY);
+        while let Some(w) = self.wait_nodes.pop(&mut waiters) {
             self.register(target, w);
         }
         Ok(())
@@ -1049,7 +1171,7 @@ impl Machine {
                 }
                 let c = &mut self.cells[cell as usize];
                 c.value = Some(value.clone());
-                c.location = Some(location);
+                c.location = location;
                 c.has_value = true;
                 if kind == CellKind::Single && recur {
                     self.set_inverse(cell, &value, location)?;
@@ -1084,14 +1206,14 @@ impl Machine {
                 }
                 let c = &mut self.cells[cell as usize];
                 c.value = Some(value);
-                c.location = Some(location);
+                c.location = location;
                 self.freeze(cell);
                 Ok(())
             }
             CellKind::List | CellKind::ListLiteral => {
                 if kind == CellKind::List && matches!(value, Value::Null) {
                     if !self.cells[cell as usize].x().items.is_empty() {
-                        let (inst, attr) = self.cells[cell as usize].owner.expect("relation");
+                        let (inst, attr) = self.cells[cell as usize].owner().expect("relation");
                         let values: Vec<String> =
                             self.cells[cell as usize].x().items.clone().iter().map(|v| self.display_value(v)).collect();
                         return Err(rt(format!(
@@ -1165,7 +1287,7 @@ impl Machine {
     }
 
     fn list_frozen_error(&self, cell: CellId, value: &Value, location: Location) -> EvalError {
-        if let Some((inst, attr)) = self.cells[cell as usize].owner
+        if let Some((inst, attr)) = self.cells[cell as usize].owner()
             && let Some((_, Some(high))) = self.relation_bounds(cell)
             && self.cells[cell as usize].x().items.len() as i64 == high
         {
@@ -1180,7 +1302,7 @@ impl Machine {
     }
 
     fn modified_after_freeze(&self, cell: CellId, value: &Value, location: Location) -> EvalError {
-        let what = match self.cells[cell as usize].owner {
+        let what = match self.cells[cell as usize].owner() {
             Some((inst, attr)) => format!(
                 " The compiler guessed that the relation '{}' on {} would be complete, but the value {} was added at {}.",
                 self.program.name(self.program.attribute(attr).name),
@@ -1195,7 +1317,7 @@ impl Machine {
     }
 
     fn double_set(&self, cell: CellId, old: &Value, new: &Value, location: Location) -> EvalError {
-        let old_at = self.cells[cell as usize].location.map(|l| self.program.location_text(l)).unwrap_or_default();
+        let old_at = self.cells[cell as usize].location().map(|l| self.program.location_text(l)).unwrap_or_default();
         EvalError::new(
             ErrorKind::DoubleSetException,
             format!(
@@ -1210,7 +1332,7 @@ impl Machine {
     }
 
     fn set_inverse(&mut self, cell: CellId, value: &Value, location: Location) -> R<()> {
-        let Some((me, attr)) = self.cells[cell as usize].owner else { return Ok(()) };
+        let Some((me, attr)) = self.cells[cell as usize].owner() else { return Ok(()) };
         let AttributeKind::Relation(end) = self.program.attribute(attr).kind else { return Ok(()) };
         let Some(inverse) = end.inverse else { return Ok(()) };
         let Some(other) = self.instance_of(value) else { return Ok(()) };
@@ -1285,7 +1407,18 @@ impl Machine {
     // ----- types --------------------------------------------------------------------------
 
     fn validate_cell(&mut self, cell: CellId, value: &Value) -> R<()> {
-        match self.cells[cell as usize].ty {
+        let c = &self.cells[cell as usize];
+        let ty = match c.ty {
+            PackedType::NONE => CellType::None,
+            PackedType::BOOL => CellType::Bool,
+            PackedType::FROM_OWNER => match c.owner().map(|(_, attr)| self.program.attribute(attr).kind) {
+                Some(AttributeKind::Value(t)) => CellType::Value(t),
+                Some(AttributeKind::Relation(r)) => CellType::Entity(r.target),
+                None => CellType::None,
+            },
+            PackedType(e) => CellType::Entity(EntityId(e - 3)),
+        };
+        match ty {
             CellType::None => Ok(()),
             CellType::Bool => {
                 if matches!(value, Value::Bool(_)) {
@@ -1535,8 +1668,7 @@ impl Machine {
     // ----- scopes -------------------------------------------------------------------------
 
     fn push_scope(&mut self, scope: Scope) -> ScopeId {
-        self.scopes.push(scope);
-        (self.scopes.len() - 1) as ScopeId
+        self.scopes.push(scope) as ScopeId
     }
 
     /// A new execution context for a block: one fresh cell per declared variable.
@@ -1775,7 +1907,7 @@ impl Machine {
     fn resolve_proxy(&self, cell: CellId) -> CellId {
         let c = &self.cells[cell as usize];
         if c.kind == CellKind::Proxy
-            && let Some(t) = c.target
+            && let Some(t) = c.target()
         {
             return self.resolve_proxy(t);
         }
@@ -1829,7 +1961,7 @@ impl Machine {
             }
             Op::And { lhs, .. } | Op::Or { lhs, .. } => {
                 let target = self.new_cell(CellKind::Plain);
-                self.cells[target as usize].ty = CellType::Bool;
+                self.cells[target as usize].ty = PackedType::BOOL;
                 let sub = self.requires(*lhs, scope)?;
                 self.spawn(sub, Body::Lazy { expr, scope, target });
                 reqs.push((Key::Expr(expr), target));
@@ -1896,7 +2028,7 @@ impl Machine {
                     sub.extend(self.requires(*v, scope)?);
                 }
                 let target = self.new_cell(CellKind::Plain);
-                self.cells[target as usize].ty = CellType::Entity(*entity);
+                self.cells[target as usize].ty = PackedType::entity(*entity);
                 self.spawn(sub, Body::Lookup { expr, scope, target });
                 reqs.push((Key::Expr(expr), target));
             }
@@ -2086,12 +2218,16 @@ impl Machine {
         self.waiters[waiter as usize].requires = requires;
         match result {
             Ok(()) => {
-                self.waiters[waiter as usize].done = true;
-                self.waiters[waiter as usize].requires = Vec::new();
-                self.all_waiters.remove(waiter);
+                // Nothing refers to a finished task any more: every cell it waited for has
+                // released it (that is how it became ready), so its slot can be reused.
+                let w = &mut self.waiters[waiter as usize];
+                w.requires = Vec::new();
+                let seq = w.seq;
+                self.all_waiters.remove(seq);
+                self.free_waiters.push(waiter);
                 Ok(None)
             }
-            Err(e) if e.unset.is_some() && matches!(*body, Body::Call { .. }) => {
+            Err(e) if e.unset.is_some() && matches!(body, Body::Call { .. }) => {
                 let cell = e.unset.expect("checked");
                 self.waiters[waiter as usize].body = Some(body);
                 let w = &mut self.waiters[waiter as usize];
@@ -2275,7 +2411,7 @@ impl Machine {
                         for s in splats.iter() {
                             params.extend(self.splat(*s, &values, scope)?);
                         }
-                        self.cells[target as usize].ty = CellType::Entity(end.target);
+                        self.cells[target as usize].ty = PackedType::entity(end.target);
                         (end.target, params)
                     }
                     _ => unreachable!(),
@@ -3084,24 +3220,17 @@ impl Machine {
         let mut slots = Vec::with_capacity(p.entity(entity).slots.len());
         for &(name, attr) in &p.entity(entity).slots {
             let a = p.attribute(attr);
-            let (kind, ty) = match a.kind {
-                AttributeKind::Value(t) => (CellKind::Plain, CellType::Value(t)),
-                AttributeKind::Relation(r) => {
-                    let kind = if r.lower == 1 && r.upper == Some(1) {
-                        CellKind::Single
-                    } else if r.lower == 0 && r.upper == Some(1) {
-                        CellKind::Option
-                    } else {
-                        CellKind::List
-                    };
-                    (kind, CellType::Entity(r.target))
-                }
+            // The cell's type check is the attribute's, looked up through `link` when set.
+            let kind = match a.kind {
+                AttributeKind::Value(_) => CellKind::Plain,
+                AttributeKind::Relation(r) if r.lower == 1 && r.upper == Some(1) => CellKind::Single,
+                AttributeKind::Relation(r) if r.lower == 0 && r.upper == Some(1) => CellKind::Option,
+                AttributeKind::Relation(_) => CellKind::List,
             };
-            let cid = self.cells.len() as CellId;
             let mut cell = Cell::new(kind);
-            cell.ty = ty;
-            cell.owner = Some((id, attr));
-            self.cells.push(cell);
+            cell.ty = PackedType::FROM_OWNER;
+            cell.link = (id, attr.0);
+            let cid = self.cells.push(cell) as CellId;
             if self.cells[cid as usize].is_delayed() && self.can_get(cid) {
                 self.queue(cid);
             }
