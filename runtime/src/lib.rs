@@ -136,7 +136,7 @@ impl Host for RuntimeHost {
         args: Vec<Value>,
         kwargs: Vec<(String, Value)>,
     ) -> Result<Value, PluginFailure> {
-        let program = machine.program.clone();
+        let program = machine.program().clone();
         let signature = &program.plugins[plugin.index()];
         let name = signature.qualified_name();
         if signature.namespace != "std" && !plugins::has_native(&name) {
@@ -228,7 +228,7 @@ impl RuntimeHost {
 /// their Python dataclass; other instances cannot cross.
 fn bridge_value(machine: &mut Machine, v: Value) -> Result<python::BridgeValue, PluginFailure> {
     let Value::Instance(inst) = v else { return Ok(python::BridgeValue::Plain(v)) };
-    let program = machine.program.clone();
+    let program = machine.program().clone();
     let entity = machine.instances[inst as usize].entity;
     let is_dataclass = program.entity_by_name("std::Dataclass").is_some_and(|d| program.is_subclass(entity, d));
     let full = &program.entity(entity).name;
@@ -298,11 +298,11 @@ impl plugins::PluginHost for Adapter<'_> {
 
     fn instance_type(&self, instance: u32) -> String {
         let entity = self.machine.instances[instance as usize].entity;
-        self.machine.program.entity(entity).name.clone()
+        self.machine.program().entity(entity).name.clone()
     }
 
     fn is_instance_of(&self, instance: u32, entity: &str) -> bool {
-        let program = &self.machine.program;
+        let program = self.machine.program();
         let own = self.machine.instances[instance as usize].entity;
         program.entity_by_name(entity).is_some_and(|e| program.is_subclass(own, e))
     }

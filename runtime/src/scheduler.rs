@@ -151,7 +151,7 @@ fn break_wait_cycle(machine: &mut Machine) -> bool {
 /// The end-of-compile checks: unmatched index lookups, instances without implementation,
 /// incomplete attributes; then statements that never ran.
 fn final_checks(machine: &mut Machine) -> Result<(), Vec<EvalError>> {
-    let program = machine.program.clone();
+    let program = machine.program().clone();
     let mut errors: Vec<EvalError> = Vec::new();
     for (i, entity) in program.entities.iter().enumerate() {
         for (key, location) in machine.pending_lookups(EntityId(i as u32)) {

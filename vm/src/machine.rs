@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::bytecode::{Code, Op};
 use crate::table::Table;
+use smallvec::{SmallVec, smallvec};
 use weft_ir::program::{
     AttrId, AttributeKind, BaseType, BinOp, BlockId, Callee, Constraint, CtorId, EntityId, ExprId, NsId, Primitive,
     Program, StmtId, StmtKind, ValueType, VarRef,
@@ -329,11 +330,12 @@ enum Key {
     Index(u32),
 }
 
-type Reqs = Vec<(Key, CellId)>;
+/// A task's requirements: usually one or two, kept inline.
+type Reqs = SmallVec<[(Key, CellId); 2]>;
 
 /// The values of a task's requirements; a later key replaces an earlier one, as in the
 /// reference's dict.
-struct Values(Vec<(Key, Value)>);
+struct Values(SmallVec<[(Key, Value); 4]>);
 
 impl Values {
     fn insert(&mut self, k: Key, v: Value) {
@@ -532,9 +534,11 @@ pub struct EntityState {
 
 /// The evaluator's state.
 pub struct Machine {
-    pub program: Arc<Program>,
+    /// Never replaced after construction: [`Shared`] relies on it.
+    program: Arc<Program>,
     /// The program's instructions, in place in their buffer.
-    pub code: Arc<Code>,
+    /// Never replaced after construction: [`Shared`] relies on it.
+    code: Arc<Code>,
     pub cells: Table<Cell>,
     /// Task slots; a finished task's slot is reused (`free_waiters`), so the table holds the
     /// peak number of live tasks, not every task ever spawned.
@@ -566,6 +570,29 @@ pub struct Machine {
     sink: CellId,
     /// Symbols by their text, built the first time a name arrives as text.
     symbols_by_name: Option<HashMap<String, Symbol>>,
+}
+
+/// A read-only pointer to the machine's program or code that does not borrow the machine, so a
+/// method can hold an instruction while it mutates cells and tasks. Cloning the `Arc` for that
+/// cost two atomic operations on every expression node of every task (about a tenth of the
+/// evaluation time).
+///
+/// A `Shared` is created only by [`Machine::prog`] and [`Machine::code`], from an `Arc` the
+/// machine owns for its whole life and never replaces (both fields are private and assigned
+/// only in [`Machine::new`]); it is neither `Send` nor stored anywhere, so it lives only in the
+/// frame of a machine method, during which the machine, and so the `Arc`, is alive.
+struct Shared<T>(std::ptr::NonNull<T>);
+
+impl<T> std::ops::Deref for Shared<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        // SAFETY: the pointee is owned by an `Arc` field of the machine that created this
+        // `Shared`; the field is never reassigned and the machine outlives the method frame
+        // this value lives in (see the type's documentation), and nothing mutates a program or
+        // code shared through an `Arc`.
+        unsafe { self.0.as_ref() }
+    }
 }
 
 struct Known {
@@ -676,8 +703,19 @@ impl Machine {
         r
     }
 
-    fn prog(&self) -> Arc<Program> {
-        self.program.clone()
+    /// The program, without borrowing the machine (see [`Shared`]).
+    fn prog(&self) -> Shared<Program> {
+        Shared(std::ptr::NonNull::from(&*self.program))
+    }
+
+    /// The code, without borrowing the machine (see [`Shared`]).
+    fn code(&self) -> Shared<Code> {
+        Shared(std::ptr::NonNull::from(&*self.code))
+    }
+
+    /// The program the machine runs.
+    pub fn program(&self) -> &Arc<Program> {
+        &self.program
     }
 
     /// The symbol of a name known only as text (a `**` dictionary's key, a template's
@@ -879,7 +917,7 @@ impl Machine {
     fn spawn(&mut self, requires: Reqs, body: Body) -> WaiterId {
         let seq = self.spawned;
         self.spawned += 1;
-        let waiter = Waiter { waitcount: 1, seq, requires: Vec::new(), body: Some(body) };
+        let waiter = Waiter { waitcount: 1, seq, requires: Reqs::new(), body: Some(body) };
         let id = match self.free_waiters.pop() {
             Some(slot) => {
                 self.waiters[slot as usize] = waiter;
@@ -1573,7 +1611,7 @@ impl Machine {
     /// Evaluates a typedef constraint with only `self` bound (the reference's direct execution).
     fn eval_direct(&mut self, expr: ExprId, self_value: &Value) -> R<Value> {
         let p = self.prog();
-        let c = self.code.clone();
+        let c = self.code();
         let e = c.expr(expr);
         let sub = |m: &mut Machine, id: ExprId| m.eval_direct(id, self_value);
         Ok(match &e.kind {
@@ -1850,11 +1888,11 @@ impl Machine {
             }
         }
         if ids.is_empty() {
-            return Ok(Vec::new());
+            return Ok(Reqs::new());
         }
         let cell = self
             .plain_with(Value::List(Arc::from(ids.iter().map(|&i| Value::Int(i as i64)).collect::<Vec<_>>())), None);
-        Ok(vec![(Key::Promises, cell)])
+        Ok(smallvec![(Key::Promises, cell)])
     }
 
     fn schedule_hook(
@@ -1897,7 +1935,7 @@ impl Machine {
                 } else {
                     let collector = self.add_collector(Collector::IsDefined { target, location });
                     self.listen(cell, collector, location)?;
-                    self.spawn(vec![(Key::Extra(0), cell)], Body::IsDefinedWait { cell, target, location });
+                    self.spawn(smallvec![(Key::Extra(0), cell)], Body::IsDefinedWait { cell, target, location });
                     Ok(())
                 }
             }
@@ -1934,11 +1972,17 @@ impl Machine {
 
     /// `requires_emit`: the cells an expression waits for, spawning sub-tasks.
     fn requires(&mut self, expr: ExprId, scope: ScopeId) -> R<Reqs> {
+        let mut reqs = Reqs::new();
+        self.requires_into(expr, scope, &mut reqs)?;
+        Ok(reqs)
+    }
+
+    /// [`Self::requires`], appending to `reqs` so that an expression tree builds one list.
+    fn requires_into(&mut self, expr: ExprId, scope: ScopeId, reqs: &mut Reqs) -> R<()> {
         let p = self.prog();
-        let c = self.code.clone();
+        let c = self.code();
         let e = c.expr(expr);
         let location = e.location;
-        let mut reqs: Reqs = Vec::new();
         match &e.kind {
             Op::Const(_) => {}
             Op::Var(name) => {
@@ -1951,13 +1995,13 @@ impl Machine {
                 reqs.push((Key::Expr(expr), proxy));
             }
             Op::Subscript { map, key } => {
-                reqs.extend(self.requires(*map, scope)?);
-                reqs.extend(self.requires(*key, scope)?);
+                self.requires_into(*map, scope, reqs)?;
+                self.requires_into(*key, scope, reqs)?;
             }
             Op::Not(a) => reqs.extend(self.requires(*a, scope)?),
             Op::Binary { lhs, rhs, .. } => {
-                reqs.extend(self.requires(*lhs, scope)?);
-                reqs.extend(self.requires(*rhs, scope)?);
+                self.requires_into(*lhs, scope, reqs)?;
+                self.requires_into(*rhs, scope, reqs)?;
             }
             Op::And { lhs, .. } | Op::Or { lhs, .. } => {
                 let target = self.new_cell(CellKind::Plain);
@@ -1974,34 +2018,34 @@ impl Machine {
             }
             Op::List(items) => {
                 for i in items.iter() {
-                    reqs.extend(self.requires(*i, scope)?);
+                    self.requires_into(*i, scope, reqs)?;
                 }
             }
             Op::Dict(entries) => {
                 for (_, v) in entries.iter() {
-                    reqs.extend(self.requires(*v, scope)?);
+                    self.requires_into(*v, scope, reqs)?;
                 }
             }
             Op::Format { parts, .. } => {
                 for (_, r) in parts.iter() {
-                    reqs.extend(self.requires(*r, scope)?);
+                    self.requires_into(*r, scope, reqs)?;
                 }
             }
             Op::FString { fields, .. } => {
                 for (_, r) in fields.iter() {
-                    reqs.extend(self.requires(*r, scope)?);
+                    self.requires_into(*r, scope, reqs)?;
                 }
             }
             Op::Call { args, kwargs, splats, .. } => {
-                let mut sub = Vec::new();
+                let mut sub = Reqs::new();
                 for a in args.iter() {
-                    sub.extend(self.requires(*a, scope)?);
+                    self.requires_into(*a, scope, &mut sub)?;
                 }
                 for (_, a) in kwargs.iter().map(|n| (&n.name, &n.expr)) {
-                    sub.extend(self.requires(*a, scope)?);
+                    self.requires_into(*a, scope, &mut sub)?;
                 }
                 for a in splats.iter() {
-                    sub.extend(self.requires(*a, scope)?);
+                    self.requires_into(*a, scope, &mut sub)?;
                 }
                 let result = self.new_cell(CellKind::Plain);
                 self.spawn(sub, Body::Call { expr, scope, result, args: None });
@@ -2010,22 +2054,22 @@ impl Machine {
             Op::Construct(c) => {
                 let ctor = &p.ctors[c.index()];
                 for (_, v) in &ctor.direct {
-                    reqs.extend(self.requires(*v, scope)?);
+                    self.requires_into(*v, scope, reqs)?;
                 }
                 for v in &ctor.splats {
-                    reqs.extend(self.requires(*v, scope)?);
+                    self.requires_into(*v, scope, reqs)?;
                 }
                 if let Some((inst, _)) = ctor.lhs {
-                    reqs.extend(self.requires(inst, scope)?);
+                    self.requires_into(inst, scope, reqs)?;
                 }
             }
             Op::IndexLookup { entity, query, splats } => {
-                let mut sub = Vec::new();
+                let mut sub = Reqs::new();
                 for (_, v) in query.iter().map(|n| (&n.name, &n.expr)) {
-                    sub.extend(self.requires(*v, scope)?);
+                    self.requires_into(*v, scope, &mut sub)?;
                 }
                 for v in splats.iter() {
-                    sub.extend(self.requires(*v, scope)?);
+                    self.requires_into(*v, scope, &mut sub)?;
                 }
                 let target = self.new_cell(CellKind::Plain);
                 self.cells[target as usize].ty = PackedType::entity(*entity);
@@ -2033,13 +2077,13 @@ impl Machine {
                 reqs.push((Key::Expr(expr), target));
             }
             Op::SelectorLookup { base, query, splats, .. } => {
-                let mut sub = Vec::new();
+                let mut sub = Reqs::new();
                 for (_, v) in query.iter().map(|n| (&n.name, &n.expr)) {
-                    sub.extend(self.requires(*v, scope)?);
+                    self.requires_into(*v, scope, &mut sub)?;
                 }
-                sub.extend(self.requires(*base, scope)?);
+                self.requires_into(*base, scope, &mut sub)?;
                 for v in splats.iter() {
-                    sub.extend(self.requires(*v, scope)?);
+                    self.requires_into(*v, scope, &mut sub)?;
                 }
                 let target = self.new_cell(CellKind::Plain);
                 self.spawn(sub, Body::Lookup { expr, scope, target });
@@ -2055,13 +2099,13 @@ impl Machine {
                 reqs.push((Key::Expr(expr), target));
             }
         }
-        Ok(reqs)
+        Ok(())
     }
 
     /// `requires_emit_gradual`: like [`Self::requires`], delivering the value's elements to
     /// `collector` as they arrive where the expression allows it.
     fn requires_gradual(&mut self, expr: ExprId, scope: ScopeId, collector: CollectorId) -> R<Reqs> {
-        let c = self.code.clone();
+        let c = self.code();
         let e = c.expr(expr);
         let location = e.location;
         match &e.kind {
@@ -2078,7 +2122,7 @@ impl Machine {
                 let proxy = self.new_cell(CellKind::Proxy);
                 self.cells[proxy as usize].xm().proxy_listener = Some((collector, location));
                 self.schedule_hook(Some(*base), *name, scope, Resumer::Reader(proxy), false, location)?;
-                Ok(vec![(Key::Expr(expr), proxy)])
+                Ok(smallvec![(Key::Expr(expr), proxy)])
             }
             Op::List(items) => {
                 let temp = self.new_cell(CellKind::ListLiteral);
@@ -2092,7 +2136,7 @@ impl Machine {
                 if items.is_empty() {
                     self.freeze(temp);
                 }
-                Ok(vec![(Key::Expr(expr), temp)])
+                Ok(smallvec![(Key::Expr(expr), temp)])
             }
             Op::Cond { cond, .. } => {
                 let result = self.new_cell(CellKind::Plain);
@@ -2101,11 +2145,11 @@ impl Machine {
                     sub,
                     Body::Cond { src: CondSrc::Expr(expr), scope, result, lhs: Some(collector), chosen: None },
                 );
-                Ok(vec![(Key::Expr(expr), result)])
+                Ok(smallvec![(Key::Expr(expr), result)])
             }
             Op::ListComp { .. } => {
                 let result = self.list_comp(expr, scope, Some(collector))?;
-                Ok(vec![(Key::Expr(expr), result)])
+                Ok(smallvec![(Key::Expr(expr), result)])
             }
             _ => {
                 let mut reqs = self.requires(expr, scope)?;
@@ -2117,7 +2161,7 @@ impl Machine {
     }
 
     fn list_comp(&mut self, expr: ExprId, scope: ScopeId, lhs: Option<CollectorId>) -> R<CellId> {
-        let c = self.code.clone();
+        let c = self.code();
         let Op::ListComp { iterable, .. } = c.expr(expr).kind else { unreachable!() };
         let final_result = self.new_cell(CellKind::Plain);
         let helper = self.comps.len() as u32;
@@ -2134,7 +2178,7 @@ impl Machine {
     }
 
     fn comp_receive(&mut self, helper: u32, value: Value, _location: Location) -> R<()> {
-        let c = self.code.clone();
+        let c = self.code();
         let h = &self.comps[helper as usize];
         if h.complete {
             return Err(rt("list comprehension helper received gradual result after it was declared complete"));
@@ -2163,9 +2207,9 @@ impl Machine {
                         chosen: None,
                     },
                 );
-                vec![(Key::Extra(1), cond_result)]
+                smallvec![(Key::Extra(1), cond_result)]
             }
-            (None, true, _) => Vec::new(),
+            (None, true, _) => Reqs::new(),
             (None, false, None) => self.requires(element, value_scope)?,
             (None, false, Some(c)) => self.requires_gradual(element, value_scope, c)?,
         };
@@ -2221,7 +2265,7 @@ impl Machine {
                 // Nothing refers to a finished task any more: every cell it waited for has
                 // released it (that is how it became ready), so its slot can be reused.
                 let w = &mut self.waiters[waiter as usize];
-                w.requires = Vec::new();
+                w.requires = Reqs::new();
                 let seq = w.seq;
                 self.all_waiters.remove(seq);
                 self.free_waiters.push(waiter);
@@ -2241,7 +2285,7 @@ impl Machine {
 
     /// The values of a task's requirements, in order (proxies deliver to their listener).
     fn values(&mut self, requires: &Reqs) -> R<Values> {
-        let mut out = Values(Vec::with_capacity(requires.len()));
+        let mut out = Values(SmallVec::with_capacity(requires.len()));
         for (k, c) in requires {
             let v = self.get_value(*c)?;
             out.insert(*k, v);
@@ -2251,7 +2295,7 @@ impl Machine {
 
     fn run_body(&mut self, body: &mut Body, requires: &Reqs) -> R<()> {
         let p = self.prog();
-        let c = self.code.clone();
+        let c = self.code();
         match *body {
             Body::Exec { target, promise, what, scope, attr } => {
                 let result = (|| -> R<()> {
@@ -2421,7 +2465,7 @@ impl Machine {
             }
             Body::Hook { base, name, scope, resumer, propagate_unset, location } => {
                 let Some(base) = base else { unreachable!() };
-                let mut values = Values(Vec::new());
+                let mut values = Values(SmallVec::new());
                 let mut unset: Option<CellId> = None;
                 for (k, c) in requires {
                     match self.get_value(*c) {
@@ -2520,7 +2564,7 @@ impl Machine {
                         let reqs = match (branch, lhs) {
                             (Ok(e), None) => self.requires(e, scope)?,
                             (Ok(e), Some(col)) => self.requires_gradual(e, scope, col)?,
-                            (Err(_), _) => Vec::new(),
+                            (Err(_), _) => Reqs::new(),
                         };
                         self.spawn(reqs, Body::Cond { src, scope, result, lhs, chosen: Some(b) });
                         Ok(())
@@ -2638,7 +2682,7 @@ impl Machine {
         values: &Values,
         scope: ScopeId,
     ) -> R<Value> {
-        let c = self.code.clone();
+        let c = self.code();
         let (expr, lhs) = (self.comps[helper as usize].expr, self.comps[helper as usize].lhs);
         let Op::ListComp { element, .. } = c.expr(expr).kind else { unreachable!() };
         if guarded {
@@ -2699,7 +2743,7 @@ impl Machine {
 
     fn exec_stmt(&mut self, stmt: StmtId, values: &Values, scope: ScopeId) -> R<()> {
         let p = self.prog();
-        let c = self.code.clone();
+        let c = self.code();
         let location = p.stmt(stmt).location;
         if let Some(Value::List(ids)) = values.get(&Key::Promises) {
             for id in ids.iter() {
@@ -2797,7 +2841,7 @@ impl Machine {
     // ----- expression evaluation ----------------------------------------------------------
 
     fn eval(&mut self, expr: ExprId, values: &Values, scope: ScopeId) -> R<Value> {
-        let c = self.code.clone();
+        let c = self.code();
         let e = c.expr(expr);
         let location = e.location;
         let result = match &e.kind {
@@ -3191,7 +3235,7 @@ impl Machine {
         let implement = &p.entity(entity).implements[index as usize];
         // The condition sees the instance's attributes, then the `implement`'s namespace.
         let (reqs, scope) = match implement.condition {
-            None => (Vec::new(), 0),
+            None => (Reqs::new(), 0),
             Some(c) => {
                 let instance_scope = self.instance_scope(inst);
                 let scope = self.push_scope(Scope::Ns { ns: implement.ns, parent: instance_scope });

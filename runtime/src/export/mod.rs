@@ -67,7 +67,7 @@ impl Model {
     }
 
     pub fn program(&self) -> &Program {
-        &self.machine.program
+        self.machine.program()
     }
 
     /// How many instances the model holds.
