@@ -6,6 +6,7 @@
 mod progress;
 mod render;
 
+use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -97,7 +98,7 @@ struct ApplyArgs {
     /// How the apply report is printed on stdout.
     #[arg(long, value_enum, default_value_t = ReportFormat::Human)]
     report_format: ReportFormat,
-    /// Worker threads for the deployment; defaults to the number of cores.
+    /// Worker threads for the deployment alone; defaults to `--jobs`.
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
 }
@@ -147,6 +148,18 @@ struct ProjectArgs {
     /// Whether to color human-readable diagnostics.
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
     color: ColorChoice,
+    /// How many threads parse, evaluate, export and deploy; defaults to the number of cores
+    /// (or `RAYON_NUM_THREADS`). The results are the same whatever the number.
+    #[arg(short = 'j', long, value_name = "N", value_parser = parse_jobs)]
+    jobs: Option<NonZeroUsize>,
+}
+
+/// Parses `--jobs`: a positive number of threads.
+fn parse_jobs(text: &str) -> Result<NonZeroUsize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(n) => NonZeroUsize::new(n).ok_or_else(|| "the number of threads must be at least 1".to_string()),
+        Err(_) => Err("expected a number of threads (a positive integer)".to_string()),
+    }
 }
 
 impl ProjectArgs {
@@ -166,14 +179,42 @@ struct CheckArgs {
 /// bounds their depth, but a generous stack keeps a margin on any platform's defaults.
 const WORKER_STACK: usize = 256 * 1024 * 1024;
 
+/// The stack of each thread of rayon's pool. Passes over syntax trees grow their stack on
+/// demand (`stacker`), but a stack well above the platform's default keeps the same margin for
+/// the rest of the work; it is address space, committed only as far as it is used, and is
+/// smaller than [`WORKER_STACK`] because there is one per core.
+const POOL_STACK: usize = 64 * 1024 * 1024;
+
 /// The evaluator allocates and frees millions of small objects (values, task bodies, scope
 /// tables); mimalloc's thread-local free lists serve that pattern far better than glibc's
 /// malloc, whose consolidation of freed chunks showed up as a tenth of the profile.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// mimalloc's `mi_option_purge_delay` (15 in the headers of both mimalloc 2 and 3; the sys
+/// crate does not export it as a constant).
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+/// Turns off mimalloc's purging of freed memory. By default it gives freed pages back to the
+/// kernel after 10 ms, and the evaluator, which frees and allocates task bodies all the time,
+/// then takes a page fault to get each page back zeroed: about half of `weft compile`'s time
+/// on the 93k-instance benchmark went to the kernel zeroing pages. A weft process is short and
+/// its peak is its working set, so keeping freed pages costs no memory that matters.
+fn configure_allocator() {
+    // SAFETY: `mi_option_set` only stores an option value; any value is valid for this option,
+    // and it is called before any other thread exists.
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
+}
+
 fn main() -> ExitCode {
+    configure_allocator();
     let cli = Cli::parse();
+    if let Some(project) = cli.command.project()
+        && let Err(e) = configure_threads(project.jobs)
+    {
+        eprintln!("error: {e:#}");
+        return ExitCode::from(2);
+    }
     let worker =
         std::thread::Builder::new().name("weft".into()).stack_size(WORKER_STACK).spawn(move || match cli.command {
             Command::Check(args) => check(&args),
@@ -196,6 +237,30 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+impl Command {
+    /// The project options of the commands that read a project (all but `inspect`).
+    fn project(&self) -> Option<&ProjectArgs> {
+        match self {
+            Command::Check(args) => Some(&args.project),
+            Command::Compile(args) | Command::Run(args) => Some(&args.project),
+            Command::Export(args) => Some(&args.project),
+            Command::Apply(args) => Some(&args.project),
+            Command::Build(args) => Some(&args.project),
+            Command::Inspect(_) => None,
+        }
+    }
+}
+
+/// Configures rayon's global pool, which every parallel stage uses (parsing, evaluation,
+/// export, deployment), once, before any of them runs: `jobs` threads, or rayon's default.
+fn configure_threads(jobs: Option<NonZeroUsize>) -> Result<()> {
+    let mut builder = rayon::ThreadPoolBuilder::new().thread_name(|i| format!("weft-{i}")).stack_size(POOL_STACK);
+    if let Some(jobs) = jobs {
+        builder = builder.num_threads(jobs.get());
+    }
+    builder.build_global().map_err(|e| anyhow::anyhow!("cannot start the worker threads: {e}"))
 }
 
 /// Prints diagnostics on stderr and a closing summary; returns whether there were errors.
@@ -421,7 +486,7 @@ fn export(args: &ExportArgs) -> Result<ExitCode> {
     let (evaluated, graph) = evaluate_and_export(&args.project, &args.inputs)?;
     let failed = evaluated.report(&args.project, "export the project")?;
     let Some(graph) = graph.filter(|_| !failed) else { return Ok(ExitCode::from(1)) };
-    let mut text = serde_json::to_string(&graph.to_json())?;
+    let mut text = graph.to_json_text();
     text.push('\n');
     if args.output.as_os_str() == "-" {
         use std::io::Write;
