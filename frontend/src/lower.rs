@@ -133,6 +133,17 @@ struct Lowerer<'p, 'a> {
 /// What a value is assigned to, for the implicit inverse of constructors.
 type LhsCtx = Option<(ExprId, Symbol)>;
 
+/// A file's name as the reference writes it in messages: relative to the project directory
+/// with a leading `./`; a file outside the project (a v2 module in a Python environment) by
+/// its absolute path, and a name in angle brackets (embedded text) as it is.
+pub(crate) fn display_path(name: &str) -> String {
+    if name.starts_with('<') || std::path::Path::new(name).is_absolute() {
+        name.to_string()
+    } else {
+        format!("./{name}")
+    }
+}
+
 fn base(b: BaseType) -> IrBase {
     match b {
         BaseType::Primitive(p) => IrBase::Primitive(p),
@@ -143,8 +154,7 @@ fn base(b: BaseType) -> IrBase {
 impl<'p, 'a> Lowerer<'p, 'a> {
     fn run(&mut self) {
         for (_, file) in self.project.sources.files() {
-            let display = if file.name.starts_with('<') { file.name.clone() } else { format!("./{}", file.name) };
-            self.out.files.push(ir::FileInfo::from_source(display, file));
+            self.out.files.push(ir::FileInfo::from_source(display_path(&file.name), file));
         }
         self.out.plugins = self.model.plugins.iter().map(|p| p.signature.clone()).collect();
         self.out.std_entity = ir::EntityId(self.model.std_entity.map(|e| e.0).unwrap_or(0));
@@ -791,5 +801,28 @@ impl<'p, 'a> Lowerer<'p, 'a> {
             self_name,
         });
         id
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::display_path;
+
+    /// Names of files in messages, as the reference writes them.
+    #[test]
+    fn file_names_in_messages() {
+        for (name, shown) in [
+            ("main.cf", "./main.cf"),
+            ("libs/mod/model/_init.cf", "./libs/mod/model/_init.cf"),
+            // A v2 module of a Python environment: the reference shows its absolute path, and
+            // `.//venv/...` is not a path anyone can open.
+            (
+                "/venv/lib/python3.12/site-packages/inmanta_plugins/m/model/_init.cf",
+                "/venv/lib/python3.12/site-packages/inmanta_plugins/m/model/_init.cf",
+            ),
+            ("<weft>/std/_init.cf", "<weft>/std/_init.cf"),
+        ] {
+            assert_eq!(display_path(name), shown, "{name}");
+        }
     }
 }

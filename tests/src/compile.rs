@@ -15,12 +15,32 @@ pub struct Outcome {
     /// The reported error: its kind, and its line and file (relative to the project) when it
     /// has a location.
     pub error: Option<(ErrorKind, Option<u32>, Option<String>)>,
+    /// The first cause of the reported error, as the corpus records it first in `causes`: the
+    /// kind of the wrapped compiler error, or the class of the Python exception a plugin
+    /// raised (`TypeError` for `caused by ExternalException: TypeError: ...`).
+    pub cause: Option<String>,
+}
+
+/// The first cause of a diagnostic (see [`Outcome::cause`]), read from its first note.
+fn first_cause(diagnostic: &weft_ir::Diagnostic) -> Option<String> {
+    let note = diagnostic.notes.first()?.message.strip_prefix("caused by ")?;
+    let (kind, message) = note.split_once(": ").unwrap_or((note, ""));
+    if kind == ErrorKind::ExternalException.as_str() {
+        return message.split_once(':').map(|(class, _)| class.to_string());
+    }
+    Some(kind.to_string())
 }
 
 /// Loads, checks, lowers and evaluates the project in `dir`.
 pub fn compile(dir: &Path) -> Outcome {
+    compile_with(dir, &LoadOptions { python_env: None })
+}
+
+/// Loads, checks, lowers and evaluates the project in `dir` with the given load options (a
+/// Python environment that holds v2 modules, as `weft compile --python-env` takes).
+pub fn compile_with(dir: &Path, load: &LoadOptions) -> Outcome {
     let arena = bumpalo::Bump::new();
-    let compiled = weft_frontend::compile(&arena, dir, &LoadOptions { python_env: None });
+    let compiled = weft_frontend::compile(&arena, dir, load);
     let (program, mut diagnostics) = (compiled.project, compiled.diagnostics);
     let mut prints = Vec::new();
     if let Some(lowered) = compiled.lowered {
@@ -37,7 +57,8 @@ pub fn compile(dir: &Path) -> Outcome {
         let file = location.map(|l| program.sources.get(l.file).name.clone());
         (d.kind, line, file)
     });
-    Outcome { ok: error.is_none(), prints, error }
+    let cause = diagnostics.iter().find(|d| d.is_error()).and_then(first_cause);
+    Outcome { ok: error.is_none(), prints, error, cause }
 }
 
 /// Builds the project in `dir` into an artifact in memory, as `weft build` does; `None` when
@@ -78,5 +99,6 @@ pub fn build_and_run(dir: &Path) -> Outcome {
         let name = file.map(|f| f.display.strip_prefix("./").unwrap_or(&f.display).to_string());
         (d.kind, line, name)
     });
-    Outcome { ok: error.is_none(), prints, error }
+    let cause = outcome.errors.first().and_then(first_cause);
+    Outcome { ok: error.is_none(), prints, error, cause }
 }

@@ -51,6 +51,20 @@ pub fn python_env() -> Option<PathBuf> {
     Some(venv)
 }
 
+/// A project directory in the cache whose `main.cf` is `import <module>` (created if needed).
+/// The file is written only when its text differs, so suites that run at the same time never
+/// see it half-written.
+pub fn import_project(module: &str) -> PathBuf {
+    let project = ensure_cache().join("projects").join(module);
+    fs::create_dir_all(&project).expect("create the project");
+    let main = project.join("main.cf");
+    let text = format!("import {module}\n");
+    if fs::read_to_string(&main).ok().as_deref() != Some(text.as_str()) {
+        fs::write(&main, text).expect("write main.cf");
+    }
+    project
+}
+
 /// The cache directory `realworld/.cache/` (fetched if needed; see [`python_env`]): one
 /// directory per module, `cf_files.txt` and the stamp. Does not look at
 /// `WEFT_SKIP_NETWORK_TESTS`.

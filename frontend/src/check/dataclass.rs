@@ -161,7 +161,7 @@ impl<'p, 'a> Checker<'p, 'a> {
     pub(crate) fn location_text(&self, location: Location) -> String {
         let file = self.program.sources.get(location.file);
         let lc = file.line_col(location.span.start);
-        format!("./{}:{}:{}", file.name, lc.line, lc.column)
+        format!("{}:{}:{}", crate::lower::display_path(&file.name), lc.line, lc.column)
     }
 
     /// Whether a Python field annotation denotes the same type as an attribute's, with the
