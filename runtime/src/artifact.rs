@@ -60,7 +60,10 @@ pub struct BuildInput<'a> {
 pub fn build(input: &BuildInput<'_>) -> Vec<u8> {
     let program = &input.executable.program;
     // The instruction table travels as bytecode; the rest of the program as metadata.
-    let tables_only = Program { exprs: Vec::new(), ..Program::clone(program) };
+    let mut tables_only = Program { exprs: Vec::new(), ..Program::clone(program) };
+    for file in &mut tables_only.files {
+        file.display = portable_display(&file.display);
+    }
     let metadata = Metadata {
         provenance: input.provenance.clone(),
         program: tables_only,
@@ -73,6 +76,18 @@ pub fn build(input: &BuildInput<'_>) -> Vec<u8> {
         .section(SectionKind::Code, code)
         .section(SectionKind::Files, codec::encode(input.files))
         .finish()
+}
+
+/// The name an artifact gives a source file in messages. Files of the project and of `libs/`
+/// modules are already named relative to the project; a v2 module's file is named by its path
+/// in the Python environment the build used, which means nothing on another machine, so the
+/// artifact names it from its package directory on: `<python-env>/inmanta_plugins/m/model/x.cf`.
+fn portable_display(display: &str) -> String {
+    const PACKAGES: &str = "/site-packages/";
+    match display.find(PACKAGES) {
+        Some(at) => format!("<python-env>/{}", &display[at + PACKAGES.len()..]),
+        None => display.to_string(),
+    }
 }
 
 /// A loaded artifact.
@@ -279,5 +294,29 @@ impl Description {
             let _ = writeln!(out, "needs Python on the host for: {}", self.python_plugins.join(", "));
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A v2 module's file is named from its package directory on, so the artifact holds no
+    /// path of the build machine; other names are kept.
+    #[test]
+    fn source_names_in_artifacts_are_portable() {
+        for (display, portable) in [
+            ("./main.cf", "./main.cf"),
+            ("./libs/m/model/_init.cf", "./libs/m/model/_init.cf"),
+            ("<weft>/std/_init.cf", "<weft>/std/_init.cf"),
+            (
+                "/home/ci/venv/lib/python3.12/site-packages/inmanta_plugins/apt/model/_init.cf",
+                "<python-env>/inmanta_plugins/apt/model/_init.cf",
+            ),
+            (
+                "./venv/lib/python3.12/site-packages/inmanta_plugins/fs/model/_init.cf",
+                "<python-env>/inmanta_plugins/fs/model/_init.cf",
+            ),
+        ] {
+            assert_eq!(super::portable_display(display), portable, "{display}");
+        }
     }
 }
