@@ -40,6 +40,9 @@ pub struct Options {
     /// The facts `std::getfact` answers with, standing in for the orchestrator; `None` keeps
     /// the behaviour without an orchestrator (every fact Unknown).
     pub facts: Option<plugins::Facts>,
+    /// Where plugins keep data across compiles (std's passwords); `None` for `data` in the
+    /// working directory, as the reference.
+    pub data_dir: Option<std::path::PathBuf>,
 }
 
 /// The result of an evaluation.
@@ -78,7 +81,10 @@ pub fn evaluate_model(program: Arc<Program>, options: &Options) -> (Outcome, Opt
 /// succeeds, keeps the evaluated model for the export.
 pub fn run(executable: &Executable, options: &Options) -> (Outcome, Option<export::Model>) {
     let program = executable.program.clone();
-    let host = RuntimeHost { prints: Vec::new(), modules: options.modules.clone(), facts: options.facts.clone() };
+    let host = RuntimeHost {
+        prints: Vec::new(), modules: options.modules.clone(), facts: options.facts.clone(),
+        data_dir: options.data_dir.clone(),
+    };
     let mut machine = Machine::new(program.clone(), executable.code.clone(), Box::new(host));
     let result = scheduler::run(&mut machine, options.max_iterations.unwrap_or(MAX_ITERATIONS));
     let mut outcome =
@@ -125,6 +131,7 @@ struct RuntimeHost {
     prints: Vec<String>,
     modules: modules::Modules,
     facts: Option<plugins::Facts>,
+    data_dir: Option<std::path::PathBuf>,
 }
 
 impl Host for RuntimeHost {
@@ -317,6 +324,23 @@ impl plugins::PluginHost for Adapter<'_> {
 
     fn facts(&self) -> Option<&plugins::Facts> {
         self.host.facts.as_ref()
+    }
+
+    fn caller_namespace(&self) -> Option<String> {
+        if self.scope == u32::MAX {
+            return None;
+        }
+        let ns = self.machine.scope_namespace(self.scope)?;
+        Some(self.machine.program().namespaces[ns.index()].name.clone())
+    }
+
+    fn type_exists(&self, name: &str) -> Option<bool> {
+        let program = self.machine.program();
+        Some(program.entity_by_name(name).is_some() || program.typedefs.iter().any(|t| t.name == name))
+    }
+
+    fn data_dir(&self) -> std::path::PathBuf {
+        self.host.data_dir.clone().unwrap_or_else(|| std::path::PathBuf::from("data"))
     }
 }
 

@@ -288,10 +288,9 @@ impl Modules {
     pub(crate) fn locate(&self, module: &str, kind: &str, path: &str) -> Option<ModulePath<'_>> {
         let target = match self.inner.modules.get(module)? {
             Backing::Directory(dir) => {
+                // As `os.path.join(dir, kind, path)`: an empty path leaves a trailing `/`.
                 let mut full = dir.join(kind);
-                if !path.is_empty() {
-                    full.push(path);
-                }
+                full.push(path);
                 Target::Disk(full)
             }
             Backing::Embedded(files) => {

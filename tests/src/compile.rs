@@ -45,7 +45,8 @@ pub fn compile_with(dir: &Path, load: &LoadOptions) -> Outcome {
     let mut prints = Vec::new();
     if let Some(lowered) = compiled.lowered {
         let modules = weft_runtime::modules::Modules::from_dirs(program.module_dirs());
-        let options = weft_runtime::Options { modules, ..weft_runtime::Options::default() };
+        let options =
+            weft_runtime::Options { modules, data_dir: Some(dir.join("data")), ..weft_runtime::Options::default() };
         let outcome = weft_runtime::evaluate(Arc::new(lowered), &options);
         prints = outcome.prints;
         diagnostics.extend(outcome.errors.into_iter().take(1));
@@ -87,7 +88,8 @@ pub fn build_and_run(dir: &Path) -> Outcome {
     let Some(bytes) = build_artifact(dir) else { return compile(dir) };
     let loaded = weft_runtime::artifact::load_bytes(&bytes, "model.weft").expect("a fresh artifact loads");
     let modules = weft_runtime::modules::Modules::from_embedded(loaded.files);
-    let options = weft_runtime::Options { modules, ..weft_runtime::Options::default() };
+    let options =
+            weft_runtime::Options { modules, data_dir: Some(dir.join("data")), ..weft_runtime::Options::default() };
     let (outcome, _) = weft_runtime::run(&loaded.executable, &options);
     let mut prints = outcome.prints;
     prints.sort();

@@ -1779,6 +1779,19 @@ impl Machine {
         Err(EvalError::new(ErrorKind::NotFoundException, format!("variable {text} not found")))
     }
 
+    /// The namespace whose code a scope belongs to (for plugins that resolve `./` paths in the
+    /// caller's module); `None` inside an instance's scope.
+    pub fn scope_namespace(&self, scope: ScopeId) -> Option<NsId> {
+        let mut scope = scope;
+        loop {
+            match self.scopes.get(scope as usize)? {
+                Scope::Block { parent, .. } | Scope::Var { parent, .. } => scope = *parent,
+                Scope::Ns { ns, .. } | Scope::Root { ns } => return Some(*ns),
+                Scope::Instance { .. } => return None,
+            }
+        }
+    }
+
     /// For plugins (templates): the value of a variable as seen from a scope.
     pub fn lookup_value(&mut self, scope: ScopeId, name: &str) -> R<Value> {
         let sym = self.symbol(name);

@@ -60,6 +60,13 @@ pub(super) enum ReferenceError {
     BadArgument { id: String, argument: String, problem: &'static str },
     #[error("reference {0}: std::IntReference can not convert its value to an int")]
     NotAnInt(String),
+    /// A `std::FactReference` asks the orchestrator for the fact when it is resolved; only
+    /// its mocked facts (the reference's test harness) are available without one.
+    #[error("reference {id}: std::FactReference `{fact}` of {resource} is not available without an orchestrator")]
+    FactWithoutOrchestrator { id: String, resource: String, fact: String },
+    /// `LookupError` of `FactReference.resolve`: the fact is not among the mocked facts.
+    #[error("reference {id}: Didn't find fact `{fact}` for resource `{resource}`")]
+    FactNotFound { id: String, resource: String, fact: String },
     #[error("malformed `{field}`: {problem}")]
     Malformed { field: &'static str, problem: String },
     #[error("mutator destination `{destination}`: {problem}")]
@@ -222,6 +229,27 @@ impl<'g> Resolver<'g> {
             "std::IntReference" => {
                 let (value, _) = arguments.get("value").ok_or_else(|| missing("value"))?;
                 python_int(value).map(Json::from).ok_or_else(|| ReferenceError::NotAnInt(id.to_string()))?
+            }
+            "std::FactReference" => {
+                let text = |name: &str| match arguments.get(name) {
+                    Some((Json::String(text), _)) => Ok(text.clone()),
+                    Some(_) => Err(ReferenceError::BadArgument {
+                        id: id.to_string(),
+                        argument: name.to_string(),
+                        problem: "is not a string",
+                    }),
+                    None => Err(missing(name)),
+                };
+                let (resource, fact) = (text("resource_id")?, text("fact_name")?);
+                match arguments.get("mocked_facts") {
+                    Some((Json::Object(mocked), _)) => match mocked.get(&resource).and_then(|facts| facts.get(&fact)) {
+                        Some(value) => value.clone(),
+                        None => return Err(ReferenceError::FactNotFound { id: id.to_string(), resource, fact }),
+                    },
+                    _ => {
+                        return Err(ReferenceError::FactWithoutOrchestrator { id: id.to_string(), resource, fact });
+                    }
+                }
             }
             _ => return Err(ReferenceError::UnknownType { kind: kind.to_string(), id: id.to_string() }),
         };
@@ -468,15 +496,41 @@ mod tests {
                         {"type": "std::Environment", "id": "r2", "args": [{"type": "reference", "name": "name", "id": "r1"}]}],
                        "mutators": [replace("r2", "value")]})),
             ),
+            // A fact reference with mocked facts (the reference's test harness) resolves from them.
+            (
+                json!({"value": null, "references": [fact_reference("r1", json!({"R[a,name=x]": {"ip": "10.0.0.1"}}))],
+                       "mutators": [replace("r1", "value")]}),
+                Ok(
+                    json!({"value": "10.0.0.1", "references": [fact_reference("r1", json!({"R[a,name=x]": {"ip": "10.0.0.1"}}))],
+                          "mutators": [replace("r1", "value")]}),
+                ),
+            ),
         ];
         for (input, expected) in cases {
             check(input, expected);
         }
     }
 
+    /// A `std::FactReference` as `std::create_fact_reference` exports it.
+    fn fact_reference(id: &str, mocked_facts: Json) -> Json {
+        json!({"type": "std::FactReference", "id": id, "args": [
+            {"type": "literal", "name": "environment", "value": "None"},
+            {"type": "literal", "name": "resource_id", "value": "R[a,name=x]"},
+            {"type": "literal", "name": "fact_name", "value": "ip"},
+            {"type": "literal", "name": "mocked_facts", "value": mocked_facts}]})
+    }
+
     #[test]
     fn resolution_errors_never_contain_values() {
         let cases = [
+            (
+                json!({"references": [fact_reference("r1", Json::Null)], "mutators": [replace("r1", "value")]}),
+                "reference r1: std::FactReference `ip` of R[a,name=x] is not available without an orchestrator",
+            ),
+            (
+                json!({"references": [fact_reference("r1", json!({}))], "mutators": [replace("r1", "value")]}),
+                "reference r1: Didn't find fact `ip` for resource `R[a,name=x]`",
+            ),
             (
                 json!({"references": [env_reference("r1", "MISSING")], "mutators": [replace("r1", "value")]}),
                 "Environment variable MISSING is not set",

@@ -193,13 +193,14 @@ impl ReferenceCollector {
     }
 }
 
-/// The registered type of a reference class (`@reference("std::Environment")`).
+/// The registered type of a reference class (`@reference("std::Environment")`), from the
+/// reference types of the builtin plugin registry.
 fn reference_type(reference: &Reference) -> Result<&'static str, String> {
-    match (reference.module.as_str(), reference.class.as_str()) {
-        ("inmanta_plugins.std", "EnvironmentReference") => Ok("std::Environment"),
-        ("inmanta_plugins.std", "IntReference") => Ok("std::IntReference"),
-        ("inmanta_plugins.std", "FactReference") => Ok("std::FactReference"),
-        (module, class) => Err(format!("the reference class {module}.{class} is not known to weft's export")),
+    match crate::plugins::PluginRegistry::builtin().reference_type(&reference.module, &reference.class) {
+        Some(registered) => Ok(registered.name),
+        None => {
+            Err(format!("the reference class {}.{} is not known to weft's export", reference.module, reference.class))
+        }
     }
 }
 

@@ -173,6 +173,25 @@ pub(crate) fn resource_id(value: &Value, host: &mut dyn PluginHost) -> Result<St
     }
 }
 
+/// [`resource_id`], or `None` where that fails only because weft cannot compute the id of the
+/// resource's type (a type registered by a module's Python code without a native export):
+/// for callers that need the id only sometimes but must fail first where the reference does.
+pub(crate) fn resource_id_if_computable(value: &Value, host: &mut dyn PluginHost) -> Result<Option<String>, Flow> {
+    if let Value::Instance(instance) = value {
+        let modules = host.modules().clone();
+        let registrations = modules.registrations();
+        let own = host.instance_type(*instance);
+        let registration = registrations
+            .iter()
+            .find(|r| r.name == own)
+            .or_else(|| registrations.iter().find(|r| host.is_instance_of(*instance, &r.name)));
+        if registration.is_some_and(|r| export::native(&r.name).is_none()) {
+            return Ok(None);
+        }
+    }
+    resource_id(value, host).map(Some)
+}
+
 fn attribute_error(class: &str, attribute: &str) -> Flow {
     Flow::Error(PluginError::external("AttributeError", format!("'{class}' object has no attribute '{attribute}'")))
 }

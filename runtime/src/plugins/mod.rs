@@ -13,7 +13,8 @@
 //!    validated against its annotation (`types`), which the reference resolves to a DSL type;
 //! 2. a top-level Unknown argument makes the result Unknown without calling the plugin, unless
 //!    the plugin allows unknowns;
-//! 3. the native implementation runs (`std_plugins`, `template`, `validate`);
+//! 3. the native implementation, found in the host's [`PluginRegistry`], runs (std's are in
+//!    `std_plugins`, `template`, `validate`);
 //! 4. the returned value is validated against the return annotation.
 //!
 //! Error kinds, as the evaluator reports them (see [`PluginError`]):
@@ -44,8 +45,10 @@ mod format;
 pub(crate) mod json;
 mod net;
 mod pyfmt;
+mod registry;
 mod std_plugins;
 mod template;
+mod titlecase;
 mod types;
 mod validate;
 
@@ -53,6 +56,7 @@ mod validate;
 mod tests;
 
 pub use facts::{Facts, FactsError};
+pub use registry::{Call, NativeModule, NativePlugin, NativeResult, PluginRegistry, ReferenceType, RegistryError};
 
 /// Why a plugin call did not produce a value.
 #[derive(Clone, Debug)]
@@ -105,12 +109,13 @@ impl PluginError {
         }
     }
 
-    pub(crate) fn external(class: &str, message: impl Into<String>) -> PluginError {
+    /// A Python exception of class `class` raised by the plugin.
+    pub fn external(class: &str, message: impl Into<String>) -> PluginError {
         PluginError::External { class: class.to_string(), message: message.into() }
     }
 
     /// A Python `Exception` raised by the plugin.
-    pub(crate) fn exception(message: impl Into<String>) -> PluginError {
+    pub fn exception(message: impl Into<String>) -> PluginError {
         PluginError::external("Exception", message)
     }
 }
@@ -160,13 +165,39 @@ pub trait PluginHost {
         let _ = (name, value);
         Ok(false)
     }
+    /// The native plugins this evaluation calls. The default is [`PluginRegistry::builtin`].
+    fn registry(&self) -> &PluginRegistry {
+        PluginRegistry::builtin()
+    }
+    /// The namespace of the statement that calls the plugin (`__config__` for `main.cf`,
+    /// `mymod::sub`): a path that starts with `./` (`std::template("./motd.j2")`) is in that
+    /// namespace's module. `None` when the host does not know it, and then such a path is an
+    /// error. The default does not know it.
+    fn caller_namespace(&self) -> Option<String> {
+        None
+    }
+    /// Whether the model has an entity or a typedef with this fully qualified name
+    /// (`std::is_instance` fails for any other name, as the reference's `ctx.get_type` does).
+    /// `None` when the host cannot tell; the default cannot.
+    fn type_exists(&self, name: &str) -> Option<bool> {
+        let _ = name;
+        None
+    }
+    /// The directory plugins keep data in, across compiles (the reference's
+    /// `Context.get_data_dir` is `data/<module>`): std keeps passwords in
+    /// `<data_dir>/std/passwordfile.txt`. The reference's is relative to the compiler's working
+    /// directory, which is the project's when `inmanta compile` runs in it; so is the default,
+    /// `data`.
+    fn data_dir(&self) -> std::path::PathBuf {
+        std::path::PathBuf::from("data")
+    }
 }
 
 /// How a native implementation ends without a value: an error, or an Unknown met while
 /// reading a value through a proxy (the reference raises `UnknownException`, which makes the
 /// call's result Unknown).
 #[derive(Debug)]
-pub(crate) enum Flow {
+pub enum Flow {
     Error(PluginError),
     Unknown,
 }
@@ -176,8 +207,6 @@ impl From<PluginError> for Flow {
         Flow::Error(e)
     }
 }
-
-pub(crate) type NativeResult = Result<Value, Flow>;
 
 /// Calls a plugin with evaluated arguments: binds them to the signature's parameters, checks
 /// them against their annotations, applies the Unknown rule (a top-level Unknown argument gives
@@ -201,13 +230,14 @@ pub fn call(
     if bound.has_unknown && !signature.allow_unknown {
         return Ok(Value::Unknown);
     }
-    let Some(native) = std_plugins::lookup(&qualified) else {
+    // Copied out of the registry, which the host owns, so the host can be lent to the plugin.
+    let Some(run) = host.registry().plugin(&qualified).map(|native| native.run) else {
         return Err(PluginError::external(
             "NotImplementedError",
             format!("plugin {qualified} has no native implementation in weft"),
         ));
     };
-    let result = match (native.run)(&mut std_plugins::Ctx { host: &mut *host, args: bound }) {
+    let result = match run(&mut Call { host: &mut *host, args: bound }) {
         Ok(value) => value,
         Err(Flow::Unknown) => return Ok(Value::Unknown),
         Err(Flow::Error(e)) => return Err(e),
@@ -216,9 +246,10 @@ pub fn call(
     Ok(result)
 }
 
-/// Whether a plugin with this qualified name (`std::print`) has a native implementation.
+/// Whether a plugin with this qualified name (`std::print`) has a native implementation in
+/// the builtin registry.
 pub fn has_native(qualified_name: &str) -> bool {
-    std_plugins::lookup(qualified_name).is_some()
+    PluginRegistry::builtin().plugin(qualified_name).is_some()
 }
 
 /// Validates a returned value against the return annotation (none means `any`).

@@ -30,6 +30,13 @@ pub(crate) fn dsl_str(value: &Value, host: &dyn PluginHost) -> String {
 pub(crate) fn plugin_str(value: &Value, host: &dyn PluginHost) -> String {
     match value {
         Value::Str(s) => s.to_string(),
+        // std's `FactReference` is the only reference class with its own `__str__`.
+        Value::Reference(r) if r.module == "inmanta_plugins.std" && r.class == "FactReference" => {
+            let arg = |name: &str| {
+                r.args.iter().find(|(n, _)| n == name).map(|(_, v)| plugin_str(v, host)).unwrap_or_default()
+            };
+            format!("FactReference[resource_id={},fact_name={}]", arg("resource_id"), arg("fact_name"))
+        }
         other => plugin_repr(other, host),
     }
 }

@@ -1,61 +1,35 @@
 //! The native implementations of std's plugins (inmanta-module-std 8.7.5), with the
 //! behaviour of their Python code: what they return, and the Python exceptions they raise.
 //!
-//! Not implemented (they fail as plugins without a native implementation):
-//! `generate_password` and `password` (a password file in the compiler's data directory, and
-//! random generation), `type` (returns a Python-level type object), `create_fact_reference`
-//! (needs the resource id of an instance, computed by the exporter).
+//! Every plugin of std is here. Those that need more than the model:
+//!
+//! * `password` and `generate_password` keep passwords in `std/passwordfile.txt` of the
+//!   host's data directory ([`PluginHost::data_dir`]), as the reference's compiler does in its
+//!   own (`data/std` in its working directory) when it runs without a server;
+//! * `getfact`, `environment` and the `server_*` plugins ask the orchestrator in the reference;
+//!   weft answers as the reference does when none is configured, or from the facts given
+//!   ([`crate::Options::facts`]);
+//! * `type` reads `obj.value.type()`, which fails (or is Unknown) for every value a model can
+//!   pass: its outcomes are reproduced, there is no Python type to return.
 
-use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use num_bigint::BigInt;
 use num_traits::{Signed, ToPrimitive};
 use weft_ir::ErrorKind;
-use weft_ir::plugin::{ParamKind, PluginParam, TypeAnnotation};
+use weft_ir::plugin::{ParamKind, PluginParam};
 use weft_ir::value::{Reference, Value, str_repr};
 
-use super::bind::{self, Bound};
-use super::{Flow, NativeResult, PluginError, PluginHost, facts, format, json, net, pyfmt, template, validate};
+use super::bind;
+use super::registry::{Call, NativeModule, NativePlugin, ReferenceType};
+use super::{
+    Flow, NativeResult, PluginError, PluginHost, facts, format, json, net, pyfmt, template, titlecase, validate,
+};
 use crate::modules::{ModulePath, Modules, read_text};
 
 /// What a native implementation gets: the host and its bound arguments.
-pub(crate) struct Ctx<'a> {
-    pub host: &'a mut dyn PluginHost,
-    pub args: Bound,
-}
-
-static NULL: Value = Value::Null;
-
-impl Ctx<'_> {
-    fn arg(&self, name: &str) -> &Value {
-        self.args.get(name).unwrap_or(&NULL)
-    }
-
-    fn str_arg(&self, name: &str) -> Result<&str, Flow> {
-        match self.arg(name) {
-            Value::Str(s) => Ok(s),
-            other => Err(type_error(format!("expected str for '{name}', got {}", pyfmt::plugin_type_name(other)))),
-        }
-    }
-
-    fn int_arg(&self, name: &str) -> Result<BigInt, Flow> {
-        validate::to_bigint(self.arg(name)).ok_or_else(|| {
-            type_error(format!(
-                "'{}' object cannot be interpreted as an integer",
-                pyfmt::plugin_type_name(self.arg(name))
-            ))
-        })
-    }
-
-    fn list_arg(&self, name: &str) -> Result<Arc<[Value]>, Flow> {
-        match self.arg(name) {
-            Value::List(items) => Ok(items.clone()),
-            other => Err(type_error(format!("expected a list, got {}", pyfmt::plugin_type_name(other)))),
-        }
-    }
-}
+pub(crate) type Ctx<'a> = Call<'a>;
 
 pub(crate) fn type_error(message: impl Into<String>) -> Flow {
     Flow::Error(PluginError::external("TypeError", message))
@@ -69,30 +43,27 @@ fn exception(message: impl Into<String>) -> Flow {
     Flow::Error(PluginError::exception(message))
 }
 
-/// A native plugin.
-pub(crate) struct Native {
-    /// The plugin's name in std (`print`).
-    pub name: &'static str,
-    /// The Python function's name, for Python's own messages (`printf`).
-    py_name: &'static str,
-    /// The parameters as Python declares them (`i, start=0`, `__string, *args, **kwargs`),
-    /// without the `Context`. Used when the plugin is called as a template filter.
-    params: &'static str,
-    /// The return annotation (a DSL type in double quotes, or a Python type).
-    returns: Option<&'static str>,
-    pub allow_unknown: bool,
-    pub run: fn(&mut Ctx) -> NativeResult,
-}
-
+/// A table entry: name, Python function name, Python parameters, return annotation,
+/// `allow_unknown`, implementation (see [`NativePlugin`]).
 macro_rules! native {
     ($name:literal, $py:literal, $params:literal, $returns:expr, $unknown:expr, $run:expr) => {
-        Native { name: $name, py_name: $py, params: $params, returns: $returns, allow_unknown: $unknown, run: $run }
+        NativePlugin {
+            name: $name,
+            py_name: $py,
+            params: $params,
+            returns: $returns,
+            allow_unknown: $unknown,
+            run: $run,
+        }
     };
 }
 
-static NATIVES: &[Native] = &[
+/// std's plugins (all of them: the reference's list is `inmanta_plugins/std/__init__.py`).
+static NATIVES: &[NativePlugin] = &[
     native!("unique_file", "unique_file", "prefix, seed, suffix, length=20", Some("\"string\""), false, unique_file),
     native!("template", "template", "path, **kwargs", Some("\"string\""), false, template::template_plugin),
+    native!("generate_password", "generate_password", "pw_id, length=20", Some("\"string\""), false, generate_password),
+    native!("password", "password", "pw_id", Some("\"string\""), false, password),
     native!("print", "printf", "message", None, false, print),
     native!("replace", "replace", "string, old, new", Some("\"string\""), false, replace),
     native!("equals", "equals", "arg1, arg2, desc=None", None, false, equals),
@@ -105,6 +76,7 @@ static NATIVES: &[Native] = &[
     native!("upper", "upper", "string", Some("\"string\""), false, upper),
     native!("lower", "lower", "string", Some("\"string\""), false, lower),
     native!("limit", "limit", "string, length", Some("\"string\""), false, limit),
+    native!("type", "type", "obj", Some("\"any\""), false, type_plugin),
     native!("sequence", "sequence", "i, start=0", Some("\"list\""), false, sequence),
     native!("dict_keys", "dict_keys", "dct", Some("list[str]"), false, dict_keys),
     native!("inlineif", "inlineif", "conditional, a, b", Some("\"any\""), false, inlineif),
@@ -196,21 +168,76 @@ static NATIVES: &[Native] = &[
         false,
         create_environment_reference
     ),
+    native!(
+        "create_fact_reference",
+        "create_fact_reference",
+        "resource, fact_name",
+        Some("FactReference"),
+        false,
+        create_fact_reference
+    ),
 ];
 
-/// The native implementation of a plugin, by qualified name (`std::print`).
-pub(crate) fn lookup(qualified: &str) -> Option<&'static Native> {
-    static INDEX: OnceLock<HashMap<&'static str, &'static Native>> = OnceLock::new();
-    let Some(name) = qualified.strip_prefix("std::") else {
-        return MODULE_NATIVES.iter().find(|n| n.name == qualified);
-    };
-    INDEX.get_or_init(|| NATIVES.iter().map(|n| (n.name, n)).collect()).get(name).copied()
+/// std as a native module: its plugins and the reference classes they create.
+struct Std;
+
+impl NativeModule for Std {
+    fn name(&self) -> &'static str {
+        "std"
+    }
+
+    fn plugins(&self) -> Vec<NativePlugin> {
+        NATIVES.to_vec()
+    }
+
+    fn reference_types(&self) -> Vec<ReferenceType> {
+        let std = |name, class, resolves_to| ReferenceType { name, module: "inmanta_plugins.std", class, resolves_to };
+        vec![
+            std("std::Environment", "EnvironmentReference", "string"),
+            std("std::IntReference", "IntReference", "int"),
+            std("std::FactReference", "FactReference", "string"),
+        ]
+    }
 }
 
-/// Plugins of other public modules that weft implements natively, by qualified name: the
-/// `exec` module's Python package imports the agent's handler code, which the Python bridge
-/// cannot load, and these two are pure string functions.
-static MODULE_NATIVES: &[Native] = &[
+/// The plugins of one other module in [`MODULE_NATIVES`], named without the module prefix.
+struct TableModule {
+    name: &'static str,
+    plugins: Vec<NativePlugin>,
+}
+
+impl NativeModule for TableModule {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn plugins(&self) -> Vec<NativePlugin> {
+        self.plugins.clone()
+    }
+}
+
+/// The modules of [`PluginRegistry::builtin`](super::PluginRegistry::builtin): std, then the
+/// modules of [`MODULE_NATIVES`] in order of first appearance.
+pub(crate) fn builtin_modules() -> Vec<Box<dyn NativeModule>> {
+    let mut modules: Vec<TableModule> = Vec::new();
+    for native in MODULE_NATIVES {
+        let (module, name) = native.name.split_once("::").unwrap_or(("", native.name));
+        let plugin = NativePlugin { name, ..*native };
+        match modules.iter_mut().find(|m| m.name == module) {
+            Some(m) => m.plugins.push(plugin),
+            None => modules.push(TableModule { name: module, plugins: vec![plugin] }),
+        }
+    }
+    let mut out: Vec<Box<dyn NativeModule>> = vec![Box::new(Std)];
+    out.extend(modules.into_iter().map(|m| Box::new(m) as Box<dyn NativeModule>));
+    out
+}
+
+/// Plugins of other public modules that weft implements natively, by qualified name (each
+/// module's entries become one [`NativeModule`] in [`builtin_modules`]): the `exec` module's
+/// Python package imports the agent's handler code, which the Python bridge cannot load, and
+/// these two are pure string functions.
+static MODULE_NATIVES: &[NativePlugin] = &[
     native!("exec::in_shell", "in_shell", "command", Some("\"string\""), false, exec_in_shell),
     native!("exec::shlex_join", "shlex_join", "cmd", Some("\"string\""), false, exec_shlex_join),
 ];
@@ -282,50 +309,23 @@ fn shlex_quote(word: &str) -> String {
     if safe { word.to_string() } else { format!("'{}'", word.replace('\'', "'\"'\"'")) }
 }
 
-/// Every native plugin, for registering them as template filters.
-pub(crate) fn all() -> &'static [Native] {
+/// std's native plugins.
+#[cfg(test)]
+pub(crate) fn all() -> &'static [NativePlugin] {
     NATIVES
 }
 
-impl Native {
-    /// The parameters, parsed from `params`.
-    fn parameters(&self) -> Vec<PluginParam> {
-        self.params
-            .split(", ")
-            .filter(|p| !p.is_empty())
-            .map(|p| {
-                let (kind, p) = if let Some(rest) = p.strip_prefix("**") {
-                    (ParamKind::VarKeyword, rest)
-                } else if let Some(rest) = p.strip_prefix('*') {
-                    (ParamKind::VarPositional, rest)
-                } else {
-                    (ParamKind::PositionalOrKeyword, p)
-                };
-                let (name, default) = match p.split_once('=') {
-                    Some((n, d)) => (n, Some(d.to_string())),
-                    None => (p, None),
-                };
-                PluginParam { name: name.to_string(), kind, annotation: None, default }
-            })
-            .collect()
-    }
-
+impl NativePlugin {
     #[cfg(test)]
     pub(crate) fn parameter_names(&self) -> Vec<String> {
         self.parameters().into_iter().map(|p| p.name).collect()
     }
 
-    fn return_annotation(&self) -> Option<TypeAnnotation> {
-        self.returns.map(|r| match r.strip_prefix('"').and_then(|r| r.strip_suffix('"')) {
-            Some(dsl) => TypeAnnotation::Dsl(dsl.to_string()),
-            None => TypeAnnotation::Python(r.to_string()),
-        })
-    }
-
-    /// Calls the plugin as Python code would (`Plugin.__call__`, as templates call filters):
-    /// Python's own binding and `TypeError`s, no argument validation, the return value
-    /// validated. An Unknown argument makes the result Unknown.
-    pub(crate) fn call_python(&self, args: Vec<Value>, host: &mut dyn PluginHost) -> NativeResult {
+    /// Calls the plugin (`qualified` is its name with the module's) as Python code would
+    /// (`Plugin.__call__`, as templates call filters): Python's own binding and `TypeError`s,
+    /// no argument validation, the return value validated. An Unknown argument makes the
+    /// result Unknown.
+    pub(crate) fn call_python(&self, qualified: &str, args: Vec<Value>, host: &mut dyn PluginHost) -> NativeResult {
         let params = self.parameters();
         let positional: Vec<&PluginParam> =
             params.iter().filter(|p| p.kind == ParamKind::PositionalOrKeyword).collect();
@@ -358,10 +358,10 @@ impl Native {
         if !self.allow_unknown && args.iter().any(|a| matches!(a, Value::Unknown)) {
             return Err(Flow::Unknown);
         }
-        let qualified = format!("std::{}", self.name);
+        let namespace = qualified.rsplit_once("::").map_or("", |(namespace, _)| namespace);
         let bound = bind::bind(&params, args, Vec::new());
         let value = (self.run)(&mut Ctx { host: &mut *host, args: bound })?;
-        super::check_return(self.return_annotation().as_ref(), "std", &qualified, &value, host)?;
+        super::check_return(self.return_annotation().as_ref(), namespace, qualified, &value, host)?;
         Ok(value)
     }
 }
@@ -380,8 +380,10 @@ pub(crate) fn read_attribute(
         Ok(Value::Unknown) => Err(Flow::Unknown),
         Ok(Value::Reference(r)) if !allow_references => Err(unexpected_reference(&Value::Reference(r), path, host)),
         Ok(value) => Ok(value),
-        Err(PluginError::Wrapped { kind: ErrorKind::NotFoundException, message }) => {
-            Err(Flow::Error(PluginError::external("AttributeError", message)))
+        // The proxy raises `AttributeError(e.stmt, e.name)` from the `NotFoundException`,
+        // whose statement is `None`: the message is that pair.
+        Err(PluginError::Wrapped { kind: ErrorKind::NotFoundException, .. }) => {
+            Err(Flow::Error(PluginError::external("AttributeError", format!("(None, {})", str_repr(name)))))
         }
         Err(e) => Err(e.into()),
     }
@@ -448,13 +450,17 @@ fn assert(ctx: &mut Ctx) -> NativeResult {
     Ok(Value::Null)
 }
 
-/// `getattr(item, name)` on an element of a list argument.
-fn getattr_of(item: &Value, name: &str, host: &mut dyn PluginHost, path: &str) -> Result<Value, Flow> {
+/// `getattr(item, name)` on an element of a list argument, or `attrgetter(name)(item)` with
+/// `dotted`, which follows dotted names (`other.name`) where `getattr` looks for an
+/// attribute named `other.name`.
+fn getattr_of(item: &Value, name: &str, dotted: bool, host: &mut dyn PluginHost, path: &str) -> Result<Value, Flow> {
     match item {
         Value::Instance(id) => {
+            if !dotted {
+                return read_attribute(*id, name, host, false, path);
+            }
             let mut value = Value::Instance(*id);
-            // attrgetter supports dotted names.
-            for (i, part) in name.split('.').enumerate() {
+            for part in name.split('.') {
                 value = match value {
                     Value::Instance(id) => read_attribute(id, part, host, false, path)?,
                     other => {
@@ -464,7 +470,6 @@ fn getattr_of(item: &Value, name: &str, host: &mut dyn PluginHost, path: &str) -
                         )));
                     }
                 };
-                let _ = i;
             }
             Ok(value)
         }
@@ -481,7 +486,7 @@ fn select(ctx: &mut Ctx) -> NativeResult {
     let name = ctx.str_arg("attr")?.to_string();
     let mut out = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
-        out.push(getattr_of(&element(item)?, &name, ctx.host, &format!("objects[{i}].{name}"))?);
+        out.push(getattr_of(&element(item)?, &name, false, ctx.host, &format!("objects[{i}].{name}"))?);
     }
     Ok(list(out))
 }
@@ -501,7 +506,10 @@ fn subscript(obj: &Value, index: &Value) -> Result<Value, Flow> {
         Value::Dict(entries) => {
             let found = match index {
                 Value::Str(k) => entries.iter().find(|(key, _)| key == k),
-                _ => None,
+                // `DictProxy.__getitem__` raises a `RuntimeException` about the proxy, whose
+                // constructor asks the proxy for its location: the proxy looks that up as an
+                // attribute of the dict.
+                _ => return Err(no_get_attribute("dict")),
             };
             match found {
                 Some((_, v)) => element(v),
@@ -511,6 +519,12 @@ fn subscript(obj: &Value, index: &Value) -> Result<Value, Flow> {
         Value::Unknown => Err(Flow::Unknown),
         other => Err(type_error(format!("'{}' object is not subscriptable", pyfmt::plugin_type_name(other)))),
     }
+}
+
+/// The `AttributeError` a proxied list or dict raises when the reference's runtime treats it
+/// as an instance (`'dict' object has no attribute 'get_attribute'`).
+fn no_get_attribute(class: &str) -> Flow {
+    Flow::Error(PluginError::external("AttributeError", format!("'{class}' object has no attribute 'get_attribute'")))
 }
 
 /// How a missing key shows in a `KeyError` (`repr` of the key).
@@ -580,7 +594,7 @@ fn key_sort(ctx: &mut Ctx) -> NativeResult {
     let mut keyed = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
         let item = element(item)?;
-        let k = getattr_of(&item, &key, ctx.host, &format!("items[{i}].{key}"))?;
+        let k = getattr_of(&item, &key, true, ctx.host, &format!("items[{i}].{key}"))?;
         keyed.push((k, item));
     }
     let mut error = None;
@@ -610,13 +624,7 @@ fn timestamp(_ctx: &mut Ctx) -> NativeResult {
 }
 
 fn capitalize(ctx: &mut Ctx) -> NativeResult {
-    let s = ctx.str_arg("string")?;
-    let mut chars = s.chars();
-    let out = match chars.next() {
-        Some(first) => first.to_uppercase().chain(chars.as_str().to_lowercase().chars()).collect::<String>(),
-        None => String::new(),
-    };
-    Ok(Value::str(&out))
+    Ok(Value::str(&titlecase::capitalize(ctx.str_arg("string")?)))
 }
 
 fn upper(ctx: &mut Ctx) -> NativeResult {
@@ -681,14 +689,14 @@ fn at(ctx: &mut Ctx) -> NativeResult {
     }
 }
 
+/// `getattr(obj, attr)`, references allowed. On a value that is no instance, Python finds
+/// the methods of its class (`std::attr("abc", "upper")` returns `str.upper`), which weft has
+/// no value for: that is an `AttributeError` here (a known divergence).
 fn attr(ctx: &mut Ctx) -> NativeResult {
     let name = ctx.str_arg("attr")?.to_string();
     match ctx.arg("obj").clone() {
         Value::Instance(id) => read_attribute(id, &name, ctx.host, true, &format!("obj.{name}")),
-        other => Err(Flow::Error(PluginError::external(
-            "AttributeError",
-            format!("'{}' object has no attribute '{name}'", pyfmt::plugin_type_name(&other)),
-        ))),
+        other => python_getattr(&other, &name, ctx.host, &format!("obj.{name}")),
     }
 }
 
@@ -696,11 +704,20 @@ fn isset(ctx: &mut Ctx) -> NativeResult {
     Ok(Value::Bool(!matches!(ctx.arg("value"), Value::Null)))
 }
 
+/// `str((value._get_instance(), str(id(...)), class))`: weft's ids stand for the memory
+/// addresses, which no model can rely on.
 fn objid(ctx: &mut Ctx) -> NativeResult {
     match ctx.arg("value") {
         Value::Instance(id) => {
             let repr = format!("{} {id:02x}", ctx.host.instance_type(*id));
             Ok(Value::str(&format!("({repr}, '{id}', <class 'inmanta.execute.runtime.Instance'>)")))
+        }
+        // Lists and dicts are proxies too: `_get_instance` is the wrapped Python object.
+        value @ (Value::List(_) | Value::Dict(_)) => {
+            let class = if matches!(value, Value::List(_)) { "list" } else { "dict" };
+            // The middle part is Python's `id()`, a memory address: weft has none to show.
+            let repr = pyfmt::dsl_repr(value, ctx.host);
+            Ok(Value::str(&format!("({repr}, '0', <class '{class}'>)")))
         }
         other => Err(Flow::Error(PluginError::external(
             "AttributeError",
@@ -825,14 +842,26 @@ fn dict_get(ctx: &mut Ctx) -> NativeResult {
 
 fn contains(ctx: &mut Ctx) -> NativeResult {
     match (ctx.arg("dct"), ctx.arg("key")) {
-        (Value::Dict(entries), Value::Str(k)) => Ok(Value::Bool(entries.iter().any(|(key, _)| key == k))),
+        // `key in dct` on the proxy reads the value (`Mapping.__contains__` is `self[key]`),
+        // so an Unknown value makes the result Unknown.
+        (Value::Dict(entries), Value::Str(k)) => match entries.iter().find(|(key, _)| key == k) {
+            Some((_, Value::Unknown)) => Err(Flow::Unknown),
+            found => Ok(Value::Bool(found.is_some())),
+        },
         (Value::Dict(_), _) => Ok(Value::Bool(false)),
         (other, _) => Err(type_error(format!("argument of type '{}' is not iterable", pyfmt::plugin_type_name(other)))),
     }
 }
 
 fn getattribute(ctx: &mut Ctx) -> NativeResult {
-    let name = ctx.str_arg("attribute_name")?.to_string();
+    // The annotation allows only strings, but the plugin allows Unknowns too.
+    let name = match ctx.arg("attribute_name") {
+        Value::Str(name) => name.to_string(),
+        other => {
+            let class = pyfmt::plugin_type_name(other);
+            return Err(type_error(format!("attribute name must be string, not '{class}'")));
+        }
+    };
     let default = ctx.arg("default_value").clone();
     let Value::Instance(id) = ctx.arg("entity").clone() else {
         // An Unknown (or any non-instance) has no such attribute: AttributeError, the default.
@@ -855,6 +884,14 @@ fn is_unknown(ctx: &mut Ctx) -> NativeResult {
 
 fn is_instance(ctx: &mut Ctx) -> NativeResult {
     let cls = ctx.str_arg("cls")?.to_string();
+    if ctx.host.type_exists(&cls) == Some(false) {
+        // `ctx.get_type` raises `TypeNotFoundException(name, ...)` with a plain string where
+        // it expects a located name: the exception's constructor fails first.
+        return Err(Flow::Error(PluginError::external(
+            "AttributeError",
+            "'str' object has no attribute 'get_location'",
+        )));
+    }
     match ctx.arg("obj") {
         Value::Instance(id) => Ok(Value::Bool(ctx.host.is_instance_of(*id, &cls))),
         other => Err(Flow::Error(PluginError::external(
@@ -1001,14 +1038,21 @@ fn server_port(ctx: &mut Ctx) -> NativeResult {
 /// Unknown. No environment is required then, because the facts stand in for the orchestrator
 /// that the environment would name.
 fn getfact(ctx: &mut Ctx) -> NativeResult {
+    // The resource id comes first (`to_id`), so a value that is no resource fails even
+    // without an orchestrator. A resource type whose id weft cannot compute only matters
+    // when there are facts to look the id up in.
+    let resource = ctx.arg("resource").clone();
+    let id = facts::resource_id_if_computable(&resource, ctx.host)?;
     let Some(facts) = ctx.host.facts().cloned() else {
         if configured_environment(ctx.host).is_none() {
             return Err(exception(NO_ENVIRONMENT));
         }
         return Ok(default_or_unknown(ctx.arg("default_value")));
     };
-    let resource = ctx.arg("resource").clone();
-    let id = facts::resource_id(&resource, ctx.host)?;
+    let id = match id {
+        Some(id) => id,
+        None => facts::resource_id(&resource, ctx.host)?,
+    };
     match facts.get(&id, ctx.str_arg("fact_name")?) {
         Some(value) => Ok(value.clone()),
         None => Ok(default_or_unknown(ctx.arg("default_value"))),
@@ -1026,6 +1070,20 @@ fn default_or_unknown(default: &Value) -> Value {
 // ---------------------------------------------------------------------------------------
 // Files of modules.
 
+/// `_extend_path`: a path that starts with `./` is in the module of the calling statement.
+pub(crate) fn extend_path(path: &str, host: &dyn PluginHost) -> Result<String, Flow> {
+    let Some(rest) = path.strip_prefix("./") else { return Ok(path.to_string()) };
+    let Some(namespace) = host.caller_namespace() else {
+        return Err(exception(format!("Unable to determine current module for path {path}")));
+    };
+    let module = namespace.split("::").next().unwrap_or_default();
+    if module == "std" || host.modules().names().any(|m| m == module) {
+        Ok(format!("{module}/{rest}"))
+    } else {
+        Err(exception(format!("Unable to determine current module for path {path}, called from {namespace}")))
+    }
+}
+
 /// `determine_path`: `mod/rest` in a module's `kind` directory (`files`, `templates`).
 pub(crate) fn module_path<'m>(path: &str, kind: &str, modules: &'m Modules) -> Result<ModulePath<'m>, Flow> {
     let (module, rest) = path.split_once('/').unwrap_or((path, ""));
@@ -1035,7 +1093,7 @@ pub(crate) fn module_path<'m>(path: &str, kind: &str, modules: &'m Modules) -> R
 }
 
 fn source(ctx: &mut Ctx) -> NativeResult {
-    let path = ctx.str_arg("path")?.to_string();
+    let path = extend_path(ctx.str_arg("path")?, ctx.host)?;
     let modules = ctx.host.modules().clone();
     let file = module_path(&path, "files", &modules)?;
     if !file.is_file() {
@@ -1054,7 +1112,7 @@ fn source(ctx: &mut Ctx) -> NativeResult {
 /// The marker string fs handlers recognise, with the file's absolute path (for an embedded
 /// module, see [`crate::modules`]).
 fn file(ctx: &mut Ctx) -> NativeResult {
-    let path = ctx.str_arg("path")?.to_string();
+    let path = extend_path(ctx.str_arg("path")?, ctx.host)?;
     let modules = ctx.host.modules().clone();
     let file = module_path(&path, "files", &modules)?;
     if !file.is_file() {
@@ -1066,15 +1124,17 @@ fn file(ctx: &mut Ctx) -> NativeResult {
 /// The names of the regular files in the directory, sorted (Python's `os.listdir` order is
 /// the file system's, which is not reproducible).
 fn list_files(ctx: &mut Ctx) -> NativeResult {
-    let path = ctx.str_arg("path")?.to_string();
+    let path = extend_path(ctx.str_arg("path")?, ctx.host)?;
     let modules = ctx.host.modules().clone();
     let dir = module_path(&path, "files", &modules)?;
     let names = dir.list_files().map_err(|e| {
-        let class = if e.kind() == std::io::ErrorKind::NotFound { "FileNotFoundError" } else { "OSError" };
-        Flow::Error(PluginError::external(
-            class,
-            format!("[Errno 2] No such file or directory: {}", str_repr(&dir.display())),
-        ))
+        let (class, errno) = match e.kind() {
+            std::io::ErrorKind::NotFound => ("FileNotFoundError", "[Errno 2] No such file or directory"),
+            std::io::ErrorKind::NotADirectory => ("NotADirectoryError", "[Errno 20] Not a directory"),
+            std::io::ErrorKind::PermissionDenied => ("PermissionError", "[Errno 13] Permission denied"),
+            _ => ("OSError", "[Errno 5] Input/output error"),
+        };
+        Flow::Error(PluginError::external(class, format!("{errno}: {}", str_repr(&dir.display()))))
     })?;
     Ok(list(names.iter().map(|n| Value::str(n)).collect()))
 }
@@ -1253,6 +1313,166 @@ fn create_int_reference(ctx: &mut Ctx) -> NativeResult {
 
 fn create_environment_reference(ctx: &mut Ctx) -> NativeResult {
     Ok(reference("EnvironmentReference", vec![("name".into(), ctx.arg("name").clone())]))
+}
+
+/// A `FactReference` to a fact of the resource in the configured environment. The reference
+/// writes `str(None)` when no environment is configured, and mocked facts only in its test
+/// harness: weft's facts stand in for the orchestrator, which resolves the reference at
+/// deploy time.
+fn create_fact_reference(ctx: &mut Ctx) -> NativeResult {
+    let resource = ctx.arg("resource").clone();
+    let id = facts::resource_id(&resource, ctx.host)?;
+    let environment = configured_environment(ctx.host).unwrap_or_else(|| "None".to_string());
+    Ok(reference(
+        "FactReference",
+        vec![
+            ("environment".into(), Value::str(&environment)),
+            ("resource_id".into(), Value::str(&id)),
+            ("fact_name".into(), ctx.arg("fact_name").clone()),
+            ("mocked_facts".into(), Value::Null),
+        ],
+    ))
+}
+
+// ---------------------------------------------------------------------------------------
+// `type`.
+
+/// `getattr(value, name)` on a value as a plugin receives it: an instance's attribute, and
+/// Python's `AttributeError` for anything else (lists and dicts are proxies, which look the
+/// name up as an attribute of the wrapped object).
+fn python_getattr(value: &Value, name: &str, host: &mut dyn PluginHost, path: &str) -> Result<Value, Flow> {
+    let class = match value {
+        Value::Instance(id) => return read_attribute(*id, name, host, false, path),
+        Value::Unknown => return Err(Flow::Unknown),
+        Value::List(_) => return Err(no_get_attribute("list")),
+        Value::Dict(_) => return Err(no_get_attribute("dict")),
+        other => pyfmt::plugin_type_name(other),
+    };
+    Err(Flow::Error(PluginError::external("AttributeError", format!("'{class}' object has no attribute '{name}'"))))
+}
+
+/// `obj.value.type().__definition__`: no value a model holds can be called, so this ends in
+/// an error, or in Unknown when an attribute on the way is Unknown.
+fn type_plugin(ctx: &mut Ctx) -> NativeResult {
+    let obj = ctx.arg("obj").clone();
+    let value = python_getattr(&obj, "value", ctx.host, "obj.value")?;
+    let method = python_getattr(&value, "type", ctx.host, "obj.value.type")?;
+    Err(type_error(format!("'{}' object is not callable", pyfmt::plugin_type_name(&method))))
+}
+
+// ---------------------------------------------------------------------------------------
+// Passwords.
+
+/// The password file of std's data directory, as `Context.get_data_dir` names it.
+fn password_file(host: &dyn PluginHost) -> std::path::PathBuf {
+    host.data_dir().join("std").join("passwordfile.txt")
+}
+
+/// `get_passwords`: `id=password` lines, both sides stripped; lines of two characters or
+/// fewer are skipped, a longer line without `=` is Python's `ValueError`. A missing file has
+/// no passwords.
+fn read_passwords(file: &Path) -> Result<Vec<(String, String)>, Flow> {
+    let text = match read_text(file) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+            return Err(Flow::Error(PluginError::external(
+                "UnicodeDecodeError",
+                format!("'utf-8' codec can't decode {}", file.display()),
+            )));
+        }
+        Err(e) => return Err(Flow::Error(PluginError::external("OSError", format!("{}: {e}", file.display())))),
+    };
+    let mut records: Vec<(String, String)> = Vec::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.chars().count() <= 2 {
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            return Err(value_error("substring not found"));
+        };
+        let (key, value) = (key.trim().to_string(), value.trim().to_string());
+        match records.iter_mut().find(|(k, _)| *k == key) {
+            Some(record) => record.1 = value,
+            None => records.push((key, value)),
+        }
+    }
+    Ok(records)
+}
+
+/// The password id, which must not contain `=`.
+fn password_id(ctx: &Ctx) -> Result<String, Flow> {
+    let id = ctx.str_arg("pw_id")?;
+    if id.contains('=') {
+        return Err(exception("The password id cannot contain ="));
+    }
+    Ok(id.to_string())
+}
+
+fn password(ctx: &mut Ctx) -> NativeResult {
+    let id = password_id(ctx)?;
+    let file = password_file(ctx.host);
+    match read_passwords(&file)?.into_iter().find(|(k, _)| *k == id) {
+        Some((_, password)) => Ok(Value::str(&password)),
+        None => Err(exception(format!("Password {id} does not exist in file {}", file.display()))),
+    }
+}
+
+/// The stored password, or a new one of `length` random letters and digits (from the
+/// operating system's random source, as Python's `SystemRandom`), stored for next time.
+fn generate_password(ctx: &mut Ctx) -> NativeResult {
+    let id = password_id(ctx)?;
+    let length = ctx.int_arg("length")?;
+    let file = password_file(ctx.host);
+    let mut records = read_passwords(&file)?;
+    if let Some((_, password)) = records.iter().find(|(k, _)| *k == id) {
+        return Ok(Value::str(password));
+    }
+    let length = length.to_usize().unwrap_or(if length.is_negative() { 0 } else { usize::MAX });
+    let password = random_alphanumeric(length)?;
+    records.push((id, password.clone()));
+    let text: String = records.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+    write_passwords(&file, &text)
+        .map_err(|e| Flow::Error(PluginError::external("OSError", format!("{}: {e}", file.display()))))?;
+    Ok(Value::str(&password))
+}
+
+/// Writes the password file, creating its directory; through a temporary file renamed over
+/// it, so an interrupted write never leaves a truncated file.
+fn write_passwords(file: &Path, text: &str) -> std::io::Result<()> {
+    let dir = file.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let temporary = dir.join(format!(".passwordfile.txt.{}", std::process::id()));
+    std::fs::write(&temporary, text)?;
+    std::fs::rename(&temporary, file)
+}
+
+/// `length` characters drawn uniformly from letters and digits, with bytes of
+/// `/dev/urandom` (rejection sampling keeps the draw uniform).
+fn random_alphanumeric(length: usize) -> Result<String, Flow> {
+    const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    // The largest multiple of the alphabet's size that fits in a byte.
+    const LIMIT: u8 = (256 / ALPHABET.len() * ALPHABET.len()) as u8;
+    if length > 1 << 20 {
+        return Err(Flow::Error(PluginError::external("MemoryError", "")));
+    }
+    let random_error = |e: std::io::Error| {
+        Flow::Error(PluginError::external("NotImplementedError", format!("no random source: /dev/urandom: {e}")))
+    };
+    let mut source = std::fs::File::open("/dev/urandom").map_err(random_error)?;
+    let mut out = String::with_capacity(length);
+    let mut buffer = [0u8; 64];
+    while out.len() < length {
+        std::io::Read::read_exact(&mut source, &mut buffer).map_err(random_error)?;
+        for byte in buffer.iter().filter(|b| **b < LIMIT) {
+            if out.len() == length {
+                break;
+            }
+            out.push(char::from(ALPHABET[usize::from(*byte) % ALPHABET.len()]));
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

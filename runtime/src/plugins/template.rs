@@ -26,7 +26,8 @@ use num_bigint::BigInt;
 use weft_ir::ErrorKind;
 use weft_ir::value::{Value, float_repr, str_repr};
 
-use super::std_plugins::{self, Ctx, Native};
+use super::registry::NativePlugin;
+use super::std_plugins::{self, Ctx};
 use super::{Flow, NativeResult, PluginError, PluginHost, pyfmt};
 
 type MjValue = minijinja::Value;
@@ -37,7 +38,7 @@ struct Frame {
     host: Option<*mut (dyn PluginHost + 'static)>,
     /// The first error raised inside the render.
     pending: Option<Flow>,
-    /// The last variable that was looked up and not found, for the undefined message.
+    /// The message about the last variable or attribute that was looked up and not found.
     undefined: Option<String>,
 }
 
@@ -66,7 +67,7 @@ impl<'h> RenderGuard<'h> {
         FRAMES.with_borrow_mut(|frames| frames.last_mut().and_then(|f| f.pending.take()))
     }
 
-    fn undefined_name(&self) -> Option<String> {
+    fn undefined_message(&self) -> Option<String> {
         FRAMES.with_borrow(|frames| frames.last().and_then(|f| f.undefined.clone()))
     }
 }
@@ -109,9 +110,14 @@ fn record(flow: Flow) {
 }
 
 fn note_undefined(name: &str) {
+    note_undefined_message(format!("'{name}' is undefined"));
+}
+
+/// Keeps the message of the last undefined value, which Jinja2 reports when it is used.
+fn note_undefined_message(message: String) {
     FRAMES.with_borrow_mut(|frames| {
         if let Some(frame) = frames.last_mut() {
-            frame.undefined = Some(name.to_string());
+            frame.undefined = Some(message);
         }
     });
 }
@@ -127,6 +133,7 @@ pub(crate) fn template_plugin(ctx: &mut Ctx) -> NativeResult {
         Some(Value::Str(s)) => s.to_string(),
         _ => return Err(Flow::Error(PluginError::external("TypeError", "path must be a string"))),
     };
+    let path = std_plugins::extend_path(&path, ctx.host)?;
     let kwargs = std::mem::take(&mut ctx.args.varkwargs);
     render(&path, kwargs, ctx.host)
 }
@@ -144,8 +151,22 @@ const EMBEDDED_STD_TEMPLATES: &[(&str, &str)] =
 pub(crate) fn render(path: &str, kwargs: Vec<(String, Value)>, host: &mut dyn PluginHost) -> NativeResult {
     // The loader must be `'static`; the modules are shared, so it holds its own handle.
     let modules = host.modules().clone();
+    // A host that evaluates with its own registry has filters for its plugins too.
+    let builtin = super::PluginRegistry::builtin();
+    let extra_filters: Vec<(String, NativePlugin)> = if std::ptr::eq(host.registry(), builtin) {
+        Vec::new()
+    } else {
+        host.registry()
+            .plugins()
+            .filter(|(qualified, _)| builtin.plugin(qualified).is_none())
+            .map(|(qualified, native)| (qualified.to_string(), *native))
+            .collect()
+    };
     let guard = RenderGuard::enter(host);
     let mut env = BASE.with(Environment::clone);
+    for (qualified, native) in extra_filters {
+        add_filter(&mut env, &qualified, native);
+    }
     env.set_loader(move |name: &str| -> Result<Option<String>, MjError> {
         let Some((module, rest)) = name.split_once('/') else { return Ok(None) };
         if rest.split('/').any(|segment| segment == "..") {
@@ -170,6 +191,7 @@ pub(crate) fn render(path: &str, kwargs: Vec<(String, Value)>, host: &mut dyn Pl
         }
     });
     let root = MjValue::from_object(Root {
+        template: path.to_string(),
         kwargs: (!kwargs.is_empty()).then_some(kwargs),
         cache: Mutex::new(HashMap::new()),
     });
@@ -179,7 +201,7 @@ pub(crate) fn render(path: &str, kwargs: Vec<(String, Value)>, host: &mut dyn Pl
     }
     match result {
         Ok(text) => Ok(Value::str(&text)),
-        Err(e) => Err(map_error(&e, path, guard.undefined_name())),
+        Err(e) => Err(map_error(&e, path, guard.undefined_message())),
     }
 }
 
@@ -191,7 +213,7 @@ fn map_error(e: &MjError, path: &str, undefined: Option<String>) -> Flow {
         MjErrorKind::UndefinedError | MjErrorKind::UnknownMethod => PluginError::Wrapped {
             kind: ErrorKind::NotFoundException,
             message: match undefined {
-                Some(name) if e.kind() == MjErrorKind::UndefinedError => format!("'{name}' is undefined"),
+                Some(message) if e.kind() == MjErrorKind::UndefinedError => message,
                 _ => detail,
             },
         },
@@ -216,14 +238,21 @@ fn base_environment() -> Environment<'static> {
         out.write_str(&text).map_err(|_| MjError::new(MjErrorKind::WriteFailure, "cannot write output"))
     });
     env.set_unknown_method_callback(python_method);
-    for native in std_plugins::all() {
-        env.add_filter(format!("std.{}", native.name), move |args: Rest<MjValue>| filter_call(native, &args));
+    for (qualified, native) in super::PluginRegistry::builtin().plugins() {
+        add_filter(&mut env, qualified, *native);
     }
     env
 }
 
+/// Registers a plugin as the filter `mod.name` (the reference registers every plugin of the
+/// compile, with `::` replaced by `.`).
+fn add_filter(env: &mut Environment<'static>, qualified: &str, native: NativePlugin) {
+    let qualified = qualified.to_string();
+    env.add_filter(qualified.replace("::", "."), move |args: Rest<MjValue>| filter_call(&qualified, &native, &args));
+}
+
 /// A plugin called as a filter: `{{ x | std.upper }}`.
-fn filter_call(native: &'static Native, args: &[MjValue]) -> Result<MjValue, MjError> {
+fn filter_call(qualified: &str, native: &NativePlugin, args: &[MjValue]) -> Result<MjValue, MjError> {
     let mut values = Vec::with_capacity(args.len());
     for arg in args {
         if arg.is_kwargs() {
@@ -241,8 +270,8 @@ fn filter_call(native: &'static Native, args: &[MjValue]) -> Result<MjValue, MjE
             }
         }
     }
-    let result = with_host(|host| native.call_python(values, host)).and_then(|r| r);
-    match result.and_then(|value| to_jinja(value, &format!("std.{}", native.name))) {
+    let result = with_host(|host| native.call_python(qualified, values, host)).and_then(|r| r);
+    match result.and_then(|value| to_jinja(value, &qualified.replace("::", "."))) {
         Ok(v) => Ok(v),
         Err(flow) => {
             record(flow);
@@ -386,6 +415,8 @@ fn py_repr(value: &MjValue) -> String {
 /// keyword arguments only, when the call gives some).
 #[derive(Debug)]
 struct Root {
+    /// The template's name, for `self`.
+    template: String,
     kwargs: Option<Vec<(String, Value)>>,
     cache: Mutex<HashMap<String, Option<MjValue>>>,
 }
@@ -393,6 +424,11 @@ struct Root {
 impl Object for Root {
     fn get_value(self: &Arc<Self>, key: &MjValue) -> Option<MjValue> {
         let name = key.as_str()?;
+        // Jinja2 binds `self` to the template itself, before any variable: in an
+        // implementation it is never the instance.
+        if name == "self" {
+            return Some(MjValue::from_object(TemplateRef { name: self.template.clone() }));
+        }
         if let Some(kwargs) = &self.kwargs {
             let value = kwargs.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
             return match value {
@@ -441,6 +477,28 @@ impl Object for Root {
 
     fn enumerate(self: &Arc<Self>) -> Enumerator {
         Enumerator::NonEnumerable
+    }
+}
+
+/// Jinja2's `self`, a `TemplateReference`: it gives access to the template's blocks, which
+/// these templates do not define, so every attribute of it is undefined.
+#[derive(Debug)]
+struct TemplateRef {
+    name: String,
+}
+
+impl Object for TemplateRef {
+    fn repr(self: &Arc<Self>) -> ObjectRepr {
+        ObjectRepr::Plain
+    }
+
+    fn get_value(self: &Arc<Self>, key: &MjValue) -> Option<MjValue> {
+        note_undefined_message(format!("'jinja2.runtime.TemplateReference object' has no attribute '{key}'"));
+        None
+    }
+
+    fn render(self: &Arc<Self>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "<TemplateReference {}>", str_repr(&self.name))
     }
 }
 

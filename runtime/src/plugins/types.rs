@@ -233,12 +233,12 @@ impl Ty {
     }
 }
 
-/// The DSL type a reference resolves to (`Reference[T]`'s `T`), by its Python class.
+/// The DSL type a reference resolves to (`Reference[T]`'s `T`), by its Python class, as the
+/// builtin registry's reference types declare it.
 pub(crate) fn reference_type(class: &str) -> Ty {
-    match class {
-        "EnvironmentReference" | "FactReference" => Ty::Str,
-        "IntReference" => Ty::Int,
-        _ => Ty::Any,
+    match super::PluginRegistry::builtin().reference_type_by_class(class) {
+        Some(reference) => Ty::from_dsl(reference.resolves_to, ""),
+        None => Ty::Any,
     }
 }
 
@@ -438,9 +438,11 @@ fn name_to_dsl(name: &str) -> Ty {
         "dict" | "Dict" | "Mapping" => Ty::Dict(Box::new(Ty::Any)),
         "list" | "List" | "Sequence" => Ty::List,
         "Reference" => Ty::Ref(Box::new(Ty::Any)),
-        "EnvironmentReference" | "FactReference" => Ty::Ref(Box::new(Ty::Str)),
-        "IntReference" => Ty::Ref(Box::new(Ty::Int)),
-        _ => Ty::Any,
+        class => match super::PluginRegistry::builtin().reference_type_by_class(class) {
+            // A reference class of a registered module, as an annotation: `Reference[T]`.
+            Some(reference) => Ty::Ref(Box::new(Ty::from_dsl(reference.resolves_to, ""))),
+            None => Ty::Any,
+        },
     }
 }
 

@@ -8,8 +8,9 @@
 //! `AnyHttpUrl`, `HttpUrl`, `PositiveInt`, `NegativeInt`, `NonNegativeInt`,
 //! `NonPositiveInt`, `PositiveFloat`, `NegativeFloat`, `NonNegativeFloat`,
 //! `NonPositiveFloat`, `FiniteFloat`, `StrictStr`, `StrictInt`, `StrictFloat`, `StrictBool`,
-//! `constr`, `conint`, `confloat` and `condecimal`. Other names under the accepted prefixes
-//! fail with `NotImplementedError`, since weft cannot tell whether Python would know them.
+//! `constr`, `conint`, `confloat` and `condecimal`. A name the Python module does not have is
+//! the reference's `AttributeError` (the module's names are listed in `validate_names.txt`);
+//! other names of those modules fail with `NotImplementedError`.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -198,6 +199,10 @@ pub(crate) fn validate_type(fq: &str, value: &Value, params: Option<&Value>) -> 
             ));
         }
     };
+    // `getattr(module, name)` comes before the parameters are looked at.
+    if !python_module_has(module, name) {
+        return Err(external("AttributeError", format!("module '{module}' has no attribute '{name}'")));
+    }
     let routine = matches!((module, name), ("pydantic", "constr" | "conint" | "confloat" | "condecimal"));
     if !routine && !params.is_empty() {
         // `parametrize_type` raises ValueError: the plugin returns false.
@@ -250,6 +255,13 @@ pub(crate) fn validate_type(fq: &str, value: &Value, params: Option<&Value>) -> 
             ));
         }
     })
+}
+
+/// Whether the reference's Python module has an attribute of that name (`getattr(module, name)`
+/// succeeds), from the list recorded in the reference environment.
+fn python_module_has(module: &str, name: &str) -> bool {
+    const NAMES: &str = include_str!("validate_names.txt");
+    NAMES.lines().filter(|l| !l.starts_with('#')).any(|l| l.split_once(' ') == Some((module, name)))
 }
 
 /// An int value within `bits` bits (ipaddress accepts ints).
