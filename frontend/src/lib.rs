@@ -21,6 +21,7 @@ pub mod parser;
 pub mod project;
 pub mod python;
 pub mod regex;
+mod relocate;
 pub mod strings;
 
 pub use parser::{ParseOutput, parse_file};

@@ -16,17 +16,19 @@
 //! reference executes them: `main.cf` first, then modules grouped by top-level module in the
 //! order they were first loaded. Importing `a::b::c` loads `a`, `a::b` and `a::b::c`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use bumpalo::Bump;
+use rayon::prelude::*;
 use weft_ir::diagnostic::codes;
 use weft_ir::plugin::{PluginSignature, PythonDataclass};
-use weft_ir::{Diagnostic, ErrorKind, FileId, Interner, Location, SourceFile, SourceMap, Span};
+use weft_ir::{Diagnostic, ErrorKind, FileId, Interner, Location, SourceFile, SourceMap, Span, Symbol};
 
 use crate::ast;
 use crate::parser::parse_file;
 use crate::python;
+use crate::relocate::Relocator;
 
 /// Where to look for things outside the project directory.
 #[derive(Clone, Debug, Default)]
@@ -234,7 +236,22 @@ fn embedded_display(rel: &str) -> String {
 ///
 /// Always returns a program (possibly with missing parts) together with the diagnostics; the
 /// caller decides whether errors are fatal.
+///
+/// Files are parsed in parallel on rayon's current pool when it has more than one thread (see
+/// `Loader::walk`); the program and the diagnostics are the same whatever the number of
+/// threads, down to the numbering of symbols and files.
 pub fn load_project<'a>(arena: &'a Bump, dir: &Path, options: &LoadOptions) -> (Program<'a>, Vec<Diagnostic>) {
+    let (program, diagnostics, _) = load(arena, dir, options, rayon::current_num_threads() > 1);
+    (program, diagnostics)
+}
+
+/// [`load_project`], parsing ahead or not; also returns how many files were parsed ahead.
+fn load<'a>(
+    arena: &'a Bump,
+    dir: &Path,
+    options: &LoadOptions,
+    parse_ahead: bool,
+) -> (Program<'a>, Vec<Diagnostic>, usize) {
     let mut loader = Loader {
         arena,
         dir: dir.to_path_buf(),
@@ -243,6 +260,10 @@ pub fn load_project<'a>(arena: &'a Bump, dir: &Path, options: &LoadOptions) -> (
         diagnostics: Vec::new(),
         modules: Vec::new(),
         module_index: HashMap::new(),
+        located: HashMap::new(),
+        files: HashMap::new(),
+        parse_ahead,
+        parsed_ahead: 0,
         site_packages: options.python_env.as_deref().map(site_packages_dirs).unwrap_or_default(),
         plugins: Vec::new(),
         dataclasses: Vec::new(),
@@ -251,6 +272,7 @@ pub fn load_project<'a>(arena: &'a Bump, dir: &Path, options: &LoadOptions) -> (
     };
     loader.config = loader.read_config();
     let namespaces = loader.load_all();
+    let parsed_ahead = loader.parsed_ahead;
     let Loader { sources, interner, diagnostics, modules, plugins, dataclasses, python_modules, config, .. } = loader;
     let program = Program {
         dir: dir.to_path_buf(),
@@ -263,7 +285,7 @@ pub fn load_project<'a>(arena: &'a Bump, dir: &Path, options: &LoadOptions) -> (
         dataclasses,
         python_modules,
     };
-    (program, diagnostics)
+    (program, diagnostics, parsed_ahead)
 }
 
 /// The `site-packages` directories of a Python environment.
@@ -293,6 +315,16 @@ struct Loader<'a> {
     diagnostics: Vec<Diagnostic>,
     modules: Vec<Module>,
     module_index: HashMap<String, Option<usize>>,
+    /// Modules looked up ahead of their first import (to parse their files ahead), not yet
+    /// registered in `modules`: registration order is import order.
+    located: HashMap<String, Option<Module>>,
+    /// The file of each namespace looked up so far (`None`: the embedded std has no such
+    /// file), by full namespace name.
+    files: HashMap<String, Option<NamespaceFile>>,
+    /// Whether to parse the files of pending imports ahead, in parallel.
+    parse_ahead: bool,
+    /// How many files were parsed ahead.
+    parsed_ahead: usize,
     site_packages: Vec<PathBuf>,
     plugins: Vec<PluginSignature>,
     dataclasses: Vec<PythonDataclass>,
@@ -304,6 +336,84 @@ struct Loader<'a> {
 struct PendingImport {
     name: String,
     at: Option<Location>,
+}
+
+/// The state of the reference's import work list (see [`Loader::walk`]).
+struct WorkList<'a> {
+    /// Imports waiting to be loaded; the reference takes them from the end.
+    stack: Vec<PendingImport>,
+    /// Namespaces grouped by top-level module, modules in the order they were first loaded:
+    /// the order in which the reference emits their blocks.
+    groups: Vec<(String, Vec<Namespace<'a>>)>,
+    /// The namespaces loaded so far, by top-level module.
+    done: HashMap<String, HashSet<String>>,
+    /// How many entries at the bottom of `stack` have been planned ([`Loader::plan_ahead`]):
+    /// their files are loaded, parsed ahead or missing, so each entry is planned once.
+    planned: usize,
+}
+
+/// The file of a namespace, before it is read.
+#[derive(Clone, Debug)]
+struct NamespaceFile {
+    /// The name the source map shows for it; unique per file, so it also keys the files
+    /// parsed ahead.
+    display: String,
+    source: FileSource,
+}
+
+#[derive(Clone, Debug)]
+enum FileSource {
+    /// A file of the embedded std module, with its text.
+    Embedded(&'static str),
+    Disk(PathBuf),
+}
+
+/// Stands for a file's id in the diagnostics of a file parsed ahead, until the work list
+/// reaches the file and registers it in the source map.
+const AHEAD_FILE: FileId = FileId(u32::MAX);
+
+/// A file parsed ahead of its turn, on a worker thread, into an arena and an interner of its
+/// own.
+struct ParsedAhead<'s> {
+    source: SourceFile,
+    /// Where the first invalid UTF-8 byte was, if any.
+    invalid_utf8_at: Option<usize>,
+    tree: ast::File<'s>,
+    /// The file's names, numbered in the order the parser met them.
+    interner: Interner,
+    /// Located in [`AHEAD_FILE`].
+    diagnostics: Vec<Diagnostic>,
+}
+
+/// Files parsed ahead and not taken by the work list yet, by display name; `None` for a file
+/// that could not be read.
+type Ahead<'s> = HashMap<String, Option<ParsedAhead<'s>>>;
+
+/// Reads a file as UTF-8, reporting where invalid bytes start (they are replaced, to go on).
+fn read_source(path: &Path) -> std::io::Result<(String, Option<usize>)> {
+    let bytes = std::fs::read(path)?;
+    match String::from_utf8(bytes) {
+        Ok(text) => Ok((text, None)),
+        Err(e) => {
+            let valid_up_to = e.utf8_error().valid_up_to();
+            Ok((String::from_utf8_lossy(e.as_bytes()).into_owned(), Some(valid_up_to)))
+        }
+    }
+}
+
+/// Reads and parses one file into `arena` with an interner of its own: the part of loading a
+/// file that does not need the project's arena, interner or source map, so that it can run
+/// on any thread. `None` when the file cannot be read.
+fn parse_ahead<'s>(arena: &'s Bump, file: &NamespaceFile) -> Option<ParsedAhead<'s>> {
+    let (text, invalid_utf8_at) = match &file.source {
+        FileSource::Embedded(text) => (text.to_string(), None),
+        FileSource::Disk(path) => read_source(path).ok()?,
+    };
+    let source = SourceFile::new(file.display.clone(), text.as_str());
+    let text: &'s str = arena.alloc_str(&text);
+    let mut interner = Interner::new();
+    let out = parse_file(arena, text, AHEAD_FILE, &mut interner);
+    Some(ParsedAhead { source, invalid_utf8_at, tree: out.file, interner, diagnostics: out.diagnostics })
 }
 
 impl<'a> Loader<'a> {
@@ -319,18 +429,6 @@ impl<'a> Loader<'a> {
         match path.strip_prefix(&self.dir) {
             Ok(rel) => rel.to_string_lossy().replace('\\', "/"),
             Err(_) => path.to_string_lossy().into_owned(),
-        }
-    }
-
-    /// Reads a file as UTF-8, reporting invalid bytes as the reference would fail on them.
-    fn read_source(&mut self, path: &Path) -> std::io::Result<(String, Option<usize>)> {
-        let bytes = std::fs::read(path)?;
-        match String::from_utf8(bytes) {
-            Ok(text) => Ok((text, None)),
-            Err(e) => {
-                let valid_up_to = e.utf8_error().valid_up_to();
-                Ok((String::from_utf8_lossy(e.as_bytes()).into_owned(), Some(valid_up_to)))
-            }
         }
     }
 
@@ -507,7 +605,7 @@ impl<'a> Loader<'a> {
 
     /// Parses one file into the arena, registering it in the source map.
     fn parse(&mut self, path: &Path, display: String) -> Option<(FileId, ast::File<'a>)> {
-        let (text, invalid_at) = match self.read_source(path) {
+        let (text, invalid_at) = match read_source(path) {
             Ok(r) => r,
             Err(_) => return None,
         };
@@ -516,19 +614,47 @@ impl<'a> Loader<'a> {
 
     fn parse_text(&mut self, text: &str, display: String, invalid_utf8_at: Option<usize>) -> (FileId, ast::File<'a>) {
         let file = self.sources.add(SourceFile::new(display, text));
+        self.report_invalid_utf8(file, invalid_utf8_at);
+        // The tree borrows its text: keep a copy in the arena, which outlives the tree.
+        let text: &'a str = self.arena.alloc_str(text);
+        let out = parse_file(self.arena, text, file, &mut self.interner);
+        self.diagnostics.extend(out.diagnostics);
+        (file, out.file)
+    }
+
+    fn report_invalid_utf8(&mut self, file: FileId, invalid_utf8_at: Option<usize>) {
         if let Some(offset) = invalid_utf8_at {
-            let at = Location::new(file, Span::new(offset as u32, offset as u32 + 1));
+            // The invalid bytes were replaced by U+FFFD: point at the whole replacement, so the
+            // span ends on a character boundary of the text diagnostics are rendered from.
+            let end = offset + char::REPLACEMENT_CHARACTER.len_utf8();
+            let at = Location::new(file, Span::new(offset as u32, end as u32));
             self.diagnostics.push(
                 Diagnostic::error(ErrorKind::ParserException, codes::INVALID_UTF8, "this file is not valid UTF-8")
                     .at(at, "invalid byte sequence here")
                     .with_note("invalid bytes were replaced by U+FFFD to go on checking"),
             );
         }
-        // The tree borrows its text: keep a copy in the arena, which outlives the tree.
-        let text: &'a str = self.arena.alloc_str(text);
-        let out = parse_file(self.arena, text, file, &mut self.interner);
-        self.diagnostics.extend(out.diagnostics);
-        (file, out.file)
+    }
+
+    /// Takes a file parsed ahead into the program, exactly as [`Loader::parse_text`] would
+    /// have parsed it at this point: the file gets the next id, and the file's names are
+    /// interned in the order its parser met them, which numbers new names as parsing them
+    /// here would have. The tree is then copied into the project's arena with the project's
+    /// symbols.
+    fn adopt(&mut self, parsed: ParsedAhead<'_>) -> (FileId, ast::File<'a>) {
+        let ParsedAhead { source, invalid_utf8_at, tree, interner, mut diagnostics } = parsed;
+        let file = self.sources.add(source);
+        self.report_invalid_utf8(file, invalid_utf8_at);
+        let symbols: Vec<Symbol> =
+            (0..interner.len() as u32).map(|i| self.interner.intern(interner.resolve(Symbol::from_u32(i)))).collect();
+        let tree = Relocator::new(self.arena, &symbols).file(&tree);
+        for label in diagnostics.iter_mut().flat_map(|d| d.labels.iter_mut()) {
+            if label.location.file == AHEAD_FILE {
+                label.location.file = file;
+            }
+        }
+        self.diagnostics.extend(diagnostics);
+        (file, tree)
     }
 
     fn load_all(&mut self) -> Vec<Namespace<'a>> {
@@ -549,49 +675,153 @@ impl<'a> Loader<'a> {
             );
             return Vec::new();
         };
-        let mut stack = self.imports_of(&main_ast, main_file, true);
+        let stack = self.imports_of(&main_ast, main_file, true);
         let main = Namespace { name: "__config__".to_string(), module: None, file: main_file, ast: main_ast };
-
-        // Namespaces grouped by top-level module, modules in the order they were first loaded:
-        // the order in which the reference emits their blocks.
-        let mut groups: Vec<(String, Vec<Namespace<'a>>)> = Vec::new();
-        let mut done: HashMap<String, std::collections::HashSet<String>> = HashMap::new();
-        // The reference takes imports from the end of its work list.
-        while let Some(import) = stack.pop() {
-            let parts: Vec<&str> = import.name.split("::").collect();
-            let module_name = parts[0].to_string();
-            if done.get(&module_name).is_some_and(|d| d.contains(&import.name)) {
-                continue;
-            }
-            let Some(module) = self.find_module(&module_name) else {
-                self.module_not_found(&import, &module_name);
-                continue;
-            };
-            for depth in 1..=parts.len() {
-                let sub = parts[..depth].join("::");
-                if done.get(&module_name).is_some_and(|d| d.contains(&sub)) {
-                    continue;
-                }
-                let Some((file, tree)) = self.load_namespace(module, &parts[1..depth]) else {
-                    self.namespace_not_found(&import, &sub, module);
-                    break;
-                };
-                done.entry(module_name.clone()).or_default().insert(sub.clone());
-                stack.extend(self.imports_of(&tree, file, module_name != "std"));
-                let group = match groups.iter().position(|(m, _)| *m == module_name) {
-                    Some(i) => i,
-                    None => {
-                        groups.push((module_name.clone(), Vec::new()));
-                        groups.len() - 1
-                    }
-                };
-                groups[group].1.push(Namespace { name: sub, module: Some(module), file, ast: tree });
-            }
-        }
+        let mut work = WorkList { stack, groups: Vec::new(), done: HashMap::new(), planned: 0 };
+        self.walk(&mut work, Ahead::new());
         let mut namespaces = vec![main];
-        namespaces.extend(groups.into_iter().flat_map(|(_, ns)| ns));
+        namespaces.extend(work.groups.into_iter().flat_map(|(_, ns)| ns));
         self.load_plugins(&namespaces);
         namespaces
+    }
+
+    /// Runs the reference's import work list: takes imports from the end of the stack, loads
+    /// each namespace of an import's path (`a`, `a::b`, `a::b::c`) that is not loaded yet,
+    /// and pushes the imports of every file it loads.
+    ///
+    /// Which files are loaded is only known by parsing, so the walk itself is sequential;
+    /// what runs in parallel is parsing. When an import needs a file that has not been
+    /// parsed, the files of every pending import (the whole stack; [`Loader::plan_ahead`])
+    /// are parsed ahead at once, each on a worker thread into an arena and an interner of its
+    /// own, and the walk goes on, taking ([`Loader::adopt`]) each file when its turn comes.
+    /// A file that is never taken (after a namespace that does not exist) is dropped with its
+    /// diagnostics, as a sequential load never reads it. Files are registered,
+    /// names interned and diagnostics reported in the walk's order, so the program is the one
+    /// a sequential load builds: numbering and diagnostics do not depend on the threads.
+    ///
+    /// The trees parsed ahead live in arenas owned by the call that parsed them, and files of
+    /// one batch are taken while later batches are parsed, so every batch continues the walk
+    /// in a nested call ([`Loader::walk_after_parsing`]): the arenas of earlier batches stay
+    /// alive until the walk ends (the trees are copied into the project's arena when taken,
+    /// so a load briefly holds both copies). The nesting depth is the number of batches.
+    fn walk<'s>(&mut self, work: &mut WorkList<'a>, mut ahead: Ahead<'s>)
+    where
+        'a: 's,
+    {
+        while let Some(import) = work.stack.pop() {
+            work.planned = work.planned.min(work.stack.len());
+            if self.parse_ahead {
+                let plan = self.plan_ahead(&import, work, &ahead);
+                // Parsing a single file ahead would only add the copy into the project's arena.
+                if plan.len() > 1 {
+                    work.stack.push(import);
+                    return self.walk_after_parsing(work, ahead, plan);
+                }
+            }
+            self.load_import(import, work, &mut ahead);
+        }
+    }
+
+    /// Parses `plan` in parallel, then continues the walk with those files ahead.
+    fn walk_after_parsing<'s>(&mut self, work: &mut WorkList<'a>, ahead: Ahead<'s>, plan: Vec<NamespaceFile>)
+    where
+        'a: 's,
+    {
+        self.parsed_ahead += plan.len();
+        // One arena per file: an arena serves one thread at a time.
+        let mut arenas: Vec<Bump> = plan.iter().map(|_| Bump::new()).collect();
+        let parsed: Vec<(String, Option<ParsedAhead<'_>>)> = arenas
+            .par_iter_mut()
+            .zip(plan.into_par_iter())
+            .map(|(arena, file)| {
+                let parsed = parse_ahead(arena, &file);
+                (file.display, parsed)
+            })
+            .collect();
+        // The trees of earlier batches outlive this call's arenas, so they fit in one map.
+        let mut ahead: Ahead<'_> = ahead;
+        ahead.extend(parsed);
+        crate::with_stack(|| self.walk(work, ahead));
+    }
+
+    /// The files to parse ahead before `import` is loaded: none when every file `import` needs
+    /// is loaded or parsed ahead already; otherwise those files, then the files of the pending
+    /// imports not planned before, the next to be taken first.
+    fn plan_ahead(&mut self, import: &PendingImport, work: &mut WorkList<'a>, ahead: &Ahead<'_>) -> Vec<NamespaceFile> {
+        let mut plan = Vec::new();
+        let mut planned = HashSet::new();
+        self.plan_import(import, work, ahead, &mut plan, &mut planned);
+        if !plan.is_empty() {
+            for pending in work.stack[work.planned..].iter().rev() {
+                self.plan_import(pending, work, ahead, &mut plan, &mut planned);
+            }
+            work.planned = work.stack.len();
+        }
+        plan
+    }
+
+    /// Adds the files of `import`'s namespaces that are neither loaded nor parsed ahead.
+    fn plan_import(
+        &mut self,
+        import: &PendingImport,
+        work: &WorkList<'a>,
+        ahead: &Ahead<'_>,
+        plan: &mut Vec<NamespaceFile>,
+        planned: &mut HashSet<String>,
+    ) {
+        let parts: Vec<&str> = import.name.split("::").collect();
+        let done = work.done.get(parts[0]);
+        if done.is_some_and(|d| d.contains(&import.name)) {
+            return;
+        }
+        for depth in 1..=parts.len() {
+            let name = parts[..depth].join("::");
+            if done.is_some_and(|d| d.contains(&name)) {
+                continue;
+            }
+            if !self.files.contains_key(&name) {
+                let Some(module) = self.peek_module(parts[0]) else { return };
+                self.namespace_file(&module, &parts[1..depth]);
+            }
+            // A namespace the embedded std lacks: the walk stops there too.
+            let Some(file) = self.files.get(&name).and_then(Option::as_ref) else { return };
+            if !ahead.contains_key(&file.display) && planned.insert(file.display.clone()) {
+                plan.push(file.clone());
+            }
+        }
+    }
+
+    /// Loads the namespaces of one import that are not loaded yet.
+    fn load_import(&mut self, import: PendingImport, work: &mut WorkList<'a>, ahead: &mut Ahead<'_>) {
+        let parts: Vec<&str> = import.name.split("::").collect();
+        let module_name = parts[0].to_string();
+        if work.done.get(&module_name).is_some_and(|d| d.contains(&import.name)) {
+            return;
+        }
+        let Some(module) = self.find_module(&module_name) else {
+            self.module_not_found(&import, &module_name);
+            return;
+        };
+        for depth in 1..=parts.len() {
+            let sub = parts[..depth].join("::");
+            if work.done.get(&module_name).is_some_and(|d| d.contains(&sub)) {
+                continue;
+            }
+            let Some((file, tree)) = self.load_namespace(module, &parts[1..depth], ahead) else {
+                self.namespace_not_found(&import, &sub, module);
+                break;
+            };
+            work.done.entry(module_name.clone()).or_default().insert(sub.clone());
+            work.stack.extend(self.imports_of(&tree, file, module_name != "std"));
+            let group = match work.groups.iter().position(|(m, _)| *m == module_name) {
+                Some(i) => i,
+                None => {
+                    work.groups.push((module_name.clone(), Vec::new()));
+                    work.groups.len() - 1
+                }
+            };
+            work.groups[group].1.push(Namespace { name: sub, module: Some(module), file, ast: tree });
+        }
     }
 
     /// The imports of a file, with the implicit `import std` first as the reference adds it.
@@ -653,7 +883,10 @@ impl<'a> Loader<'a> {
         if let Some(found) = self.module_index.get(name) {
             return *found;
         }
-        let module = self.locate_module(name);
+        let module = match self.located.remove(name) {
+            Some(located) => located,
+            None => self.locate_module(name),
+        };
         let index = module.map(|m| {
             self.modules.push(m);
             self.modules.len() - 1
@@ -662,7 +895,20 @@ impl<'a> Loader<'a> {
         index
     }
 
-    fn locate_module(&mut self, name: &str) -> Option<Module> {
+    /// Finds a module by name without registering it, for parsing its files ahead.
+    fn peek_module(&mut self, name: &str) -> Option<Module> {
+        if let Some(found) = self.module_index.get(name) {
+            return found.map(|index| self.modules[index].clone());
+        }
+        if let Some(located) = self.located.get(name) {
+            return located.clone();
+        }
+        let module = self.locate_module(name);
+        self.located.insert(name.to_string(), module.clone());
+        module
+    }
+
+    fn locate_module(&self, name: &str) -> Option<Module> {
         if name == "std" {
             return Some(Module {
                 name: "std".into(),
@@ -710,27 +956,44 @@ impl<'a> Loader<'a> {
         None
     }
 
-    /// Loads the file of namespace `module::path...`; `path` is empty for the module itself.
-    fn load_namespace(&mut self, module: usize, path: &[&str]) -> Option<(FileId, ast::File<'a>)> {
-        let rel = namespace_file(path, |rel| self.module_has_dir(module, rel));
-        match self.modules[module].origin.clone() {
-            ModuleOrigin::Embedded => {
-                let (_, text) = EMBEDDED_STD.iter().find(|(p, _)| *p == rel)?;
-                Some(self.parse_text(text, embedded_display(&rel), None))
-            }
-            ModuleOrigin::V1 { dir } | ModuleOrigin::V2 { package_dir: dir } => {
-                let full = dir.join(&rel);
-                let display = self.display_path(&full);
-                self.parse(&full, display)
-            }
+    /// Loads the file of namespace `module::path...` (`path` is empty for the module itself),
+    /// taking it from the files parsed ahead when it is there.
+    fn load_namespace(
+        &mut self,
+        module: usize,
+        path: &[&str],
+        ahead: &mut Ahead<'_>,
+    ) -> Option<(FileId, ast::File<'a>)> {
+        let file = self.namespace_file(&self.modules[module].clone(), path)?;
+        if let Some(parsed) = ahead.remove(&file.display) {
+            return parsed.map(|parsed| self.adopt(parsed));
+        }
+        match file.source {
+            FileSource::Embedded(text) => Some(self.parse_text(text, file.display, None)),
+            FileSource::Disk(full) => self.parse(&full, file.display),
         }
     }
 
-    fn module_has_dir(&self, module: usize, rel: &str) -> bool {
-        match &self.modules[module].origin {
-            ModuleOrigin::Embedded => EMBEDDED_STD.iter().any(|(p, _)| p.starts_with(&format!("{rel}/"))),
-            ModuleOrigin::V1 { dir } | ModuleOrigin::V2 { package_dir: dir } => dir.join(rel).is_dir(),
+    /// The file of namespace `module::path...`; `None` when the module is the embedded std and
+    /// has no such file. (A file on disk may still turn out not to exist when it is read.)
+    fn namespace_file(&mut self, module: &Module, path: &[&str]) -> Option<NamespaceFile> {
+        let name = std::iter::once(module.name.as_str()).chain(path.iter().copied()).collect::<Vec<_>>().join("::");
+        if let Some(found) = self.files.get(&name) {
+            return found.clone();
         }
+        let rel = namespace_file(path, |rel| module_has_dir(module, rel));
+        let file = match &module.origin {
+            ModuleOrigin::Embedded => EMBEDDED_STD
+                .iter()
+                .find(|(p, _)| *p == rel)
+                .map(|(_, text)| NamespaceFile { display: embedded_display(&rel), source: FileSource::Embedded(text) }),
+            ModuleOrigin::V1 { dir } | ModuleOrigin::V2 { package_dir: dir } => {
+                let full = dir.join(&rel);
+                Some(NamespaceFile { display: self.display_path(&full), source: FileSource::Disk(full) })
+            }
+        };
+        self.files.insert(name, file.clone());
+        file
     }
 
     /// Reads the plugin signatures and dataclasses of every loaded module and keeps those of
@@ -908,6 +1171,14 @@ fn namespace_file(path: &[&str], is_dir: impl Fn(&str) -> bool) -> String {
     if is_dir(&joined) { format!("{joined}/_init.cf") } else { format!("{joined}.cf") }
 }
 
+/// Whether `rel` is a directory of `module`.
+fn module_has_dir(module: &Module, rel: &str) -> bool {
+    match &module.origin {
+        ModuleOrigin::Embedded => EMBEDDED_STD.iter().any(|(p, _)| p.starts_with(&format!("{rel}/"))),
+        ModuleOrigin::V1 { dir } | ModuleOrigin::V2 { package_dir: dir } => dir.join(rel).is_dir(),
+    }
+}
+
 fn collect_python_files(root: &Path, dir: &Path, skip: &[&str], out: &mut Vec<(String, String)>) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };
     for entry in entries.filter_map(Result::ok) {
@@ -978,5 +1249,91 @@ mod tests {
         assert_eq!(namespace_file(&["x"], no_dirs), "model/x.cf");
         assert_eq!(namespace_file(&["d", "y"], no_dirs), "model/d/y.cf");
         assert_eq!(namespace_file(&["d"], |p: &str| p == "model/d"), "model/d/_init.cf");
+    }
+
+    /// Everything a load produces that later stages or users can see: the names in symbol
+    /// order, the files in id order, every namespace's tree, the modules and the diagnostics.
+    fn fingerprint(program: &Program<'_>, diagnostics: &[Diagnostic]) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        for i in 0..program.interner.len() as u32 {
+            writeln!(out, "symbol {i} {}", program.interner.resolve(Symbol::from_u32(i))).unwrap();
+        }
+        for (id, file) in program.sources.files() {
+            writeln!(out, "file {id:?} {}", file.name).unwrap();
+        }
+        for ns in &program.namespaces {
+            let file = program.sources.get(ns.file);
+            writeln!(out, "namespace {} module {:?} file {:?}", ns.name, ns.module, ns.file).unwrap();
+            out.push_str(&crate::dump::dump_file(&ns.ast, &file.text, &program.interner));
+        }
+        for module in &program.modules {
+            writeln!(out, "module {} {:?}", module.name, module.origin).unwrap();
+        }
+        for d in diagnostics {
+            writeln!(out, "{d:?}").unwrap();
+        }
+        out
+    }
+
+    fn write(root: &Path, rel: &str, bytes: &[u8]) {
+        let path = root.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, bytes).unwrap();
+    }
+
+    /// A project whose modules import each other several levels deep, with the problems a
+    /// load reports (a missing module, a missing namespace, a syntax error, invalid UTF-8)
+    /// spread over files that are parsed ahead.
+    fn sample_project(root: &Path) {
+        write(root, "project.yml", b"name: sample\nmodulepath: libs\n");
+        write(
+            root,
+            "main.cf",
+            b"import alpha\nimport beta::deep::inner\nimport gamma\nimport missing_mod\nimport std::testing\n\
+              main_only = alpha::value\n",
+        );
+        for module in ["alpha", "beta", "gamma", "delta"] {
+            write(root, &format!("libs/{module}/module.yml"), format!("name: {module}\nversion: 1.0.0\n").as_bytes());
+        }
+        write(
+            root,
+            "libs/alpha/model/_init.cf",
+            b"import beta\nimport alpha::sub\nimport delta\nvalue = 1\nentity Alpha:\n    string alpha_name\nend\n",
+        );
+        write(root, "libs/alpha/model/sub.cf", b"import gamma::nope\nsub_text = \"sub {{ value }}\"\n");
+        write(root, "libs/beta/model/_init.cf", b"entity Beta:\n    string = \nend\nbeta_value = 2\n");
+        write(root, "libs/beta/model/deep/_init.cf", b"import delta::leaf\ndeep_value = [1, 2]\n");
+        write(root, "libs/beta/model/deep/inner.cf", b"inner_value = {\"k\": deep_value}\n");
+        write(root, "libs/gamma/model/_init.cf", b"gamma_value = \"caf\xe9\"\nentity Gamma:\nend\n");
+        write(root, "libs/delta/model/_init.cf", b"delta_value = std::len([1])\n");
+        write(root, "libs/delta/model/leaf.cf", b"import alpha\nleaf_value = alpha::value\n");
+    }
+
+    #[test]
+    fn parsing_ahead_in_parallel_loads_the_same_program() {
+        let dir = tempfile::tempdir().unwrap();
+        sample_project(dir.path());
+        let options = LoadOptions::default();
+
+        let arena = Bump::new();
+        let (program, diagnostics, ahead) = load(&arena, dir.path(), &options, false);
+        assert_eq!(ahead, 0);
+        let sequential = fingerprint(&program, &diagnostics);
+        for code in [codes::MODULE_NOT_FOUND, codes::NAMESPACE_NOT_FOUND, codes::INVALID_UTF8] {
+            assert!(diagnostics.iter().any(|d| d.code == code), "the sample reports {code:?}");
+        }
+        assert!(diagnostics.iter().any(|d| d.kind == ErrorKind::ParserException && d.code != codes::INVALID_UTF8));
+
+        for threads in [1, 2, 4] {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            let (parallel, ahead) = pool.install(|| {
+                let arena = Bump::new();
+                let (program, diagnostics, ahead) = load(&arena, dir.path(), &options, true);
+                (fingerprint(&program, &diagnostics), ahead)
+            });
+            assert!(ahead >= 5, "{ahead} files parsed ahead");
+            assert_eq!(parallel, sequential, "with {threads} threads");
+        }
     }
 }

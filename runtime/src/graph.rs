@@ -12,6 +12,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use rayon::prelude::*;
 use serde_json::{Map, Value as Json};
 
 /// A resource's identity without version: `type[agent,attribute=value]`.
@@ -103,18 +104,33 @@ impl ResourceGraph {
     /// The export JSON: an array with one object per resource, its fields followed by
     /// `requires` (ids without version) and `id` (with version), as the reference writes it.
     pub fn to_json(&self) -> Json {
-        let resources = self
-            .resources
-            .iter()
-            .map(|r| {
-                let mut object = r.fields.clone();
-                let requires = r.requires.iter().map(|&i| Json::String(self.resources[i].id.to_string())).collect();
-                object.insert("requires".to_string(), Json::Array(requires));
-                object.insert("id".to_string(), Json::String(r.id.with_version(self.version)));
-                Json::Object(object)
-            })
-            .collect();
-        Json::Array(resources)
+        Json::Array(self.resources.iter().map(|r| self.resource_json(r)).collect())
+    }
+
+    /// The export JSON as compact text, the bytes `serde_json::to_string(&self.to_json())`
+    /// gives. Each resource is built and written on rayon's pool, and the pieces are joined
+    /// in graph order, so the text does not depend on the number of threads.
+    pub fn to_json_text(&self) -> String {
+        let pieces: Vec<String> = self.resources.par_iter().map(|r| self.resource_json(r).to_string()).collect();
+        let mut text = String::with_capacity(pieces.iter().map(|p| p.len() + 1).sum::<usize>() + 2);
+        text.push('[');
+        for (i, piece) in pieces.iter().enumerate() {
+            if i > 0 {
+                text.push(',');
+            }
+            text.push_str(piece);
+        }
+        text.push(']');
+        text
+    }
+
+    /// One resource of the export JSON: its fields, then `requires` and `id`.
+    fn resource_json(&self, resource: &Resource) -> Json {
+        let mut object = resource.fields.clone();
+        let requires = resource.requires.iter().map(|&i| Json::String(self.resources[i].id.to_string())).collect();
+        object.insert("requires".to_string(), Json::Array(requires));
+        object.insert("id".to_string(), Json::String(resource.id.with_version(self.version)));
+        Json::Object(object)
     }
 
     /// Reads an export JSON back (from weft or from `inmanta export -j`). File contents are
@@ -187,5 +203,35 @@ mod tests {
         assert_eq!(id.value, "/etc/a=b");
         assert_eq!(id.with_version(3), "fs::File[web-1,path=/etc/a=b],v=3");
         assert_eq!(ResourceId::parse("no brackets"), None);
+    }
+
+    fn sample_graph(resources: usize) -> ResourceGraph {
+        let mut graph = ResourceGraph { version: 7, ..ResourceGraph::default() };
+        for n in 0..resources {
+            let id = ResourceId {
+                entity_type: "std::testing::NullResource".to_string(),
+                agent: format!("agent-{}", n % 3),
+                attribute: "name".to_string(),
+                value: format!("r\"{n}\u{e9}"),
+            };
+            let mut fields = Map::new();
+            fields.insert("name".to_string(), Json::String(id.value.clone()));
+            fields.insert("value".to_string(), serde_json::json!({"n": n, "f": 1.5, "list": [null, true, "x\ny"]}));
+            let requires = (0..n).filter(|r| r % 4 == n % 4).collect();
+            graph.resources.push(Resource { id, fields, requires, undefined: false });
+        }
+        graph
+    }
+
+    #[test]
+    fn json_text_is_the_serialized_json_whatever_the_threads() {
+        for resources in [0, 1, 2, 200] {
+            let graph = sample_graph(resources);
+            let expected = serde_json::to_string(&graph.to_json()).unwrap();
+            for threads in [1, 3] {
+                let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+                assert_eq!(pool.install(|| graph.to_json_text()), expected, "{resources} resources, {threads} threads");
+            }
+        }
     }
 }

@@ -242,28 +242,44 @@ impl<'m> Exporter<'m> {
     }
 
     fn run(&mut self) -> Result<(), Diagnostic> {
-        let program = self.model.program();
+        let model = self.model;
+        let program = model.program();
         let registered = registrations(self.modules, |name| program.entity_by_name(name).is_some());
-        let mut ignored = HashSet::new();
+        // What to map, in export order: the instances of each registered type, up to the first
+        // type weft cannot export (an error once it is reached).
+        let mut work: Vec<(&ResourceType, u32)> = Vec::new();
+        let mut unsupported = None;
         for registration in &registered {
             let Some(entity) = program.entity_by_name(&registration.name) else { continue };
-            let instances = self.model.instances_of(entity);
+            let instances = model.instances_of(entity);
             let Some(ty) = types::native(&registration.name) else {
                 if let Some(&first) = instances.first() {
                     let source = self.modules.source_display(registration);
-                    return Err(unsupported_type(registration, &source, self.model.location_of(first)));
+                    unsupported = Some(unsupported_type(registration, &source, model.location_of(first)));
+                    break;
                 }
                 continue;
             };
-            for instance in instances {
-                match self.map_resource(ty, instance) {
-                    Ok(resource) => self.add(resource, instance)?,
-                    Err(Stop::Ignore) => {
-                        ignored.insert(instance);
-                    }
-                    Err(Stop::Error(diagnostic)) => return Err(diagnostic),
+            work.extend(instances.into_iter().map(|instance| (ty, instance)));
+        }
+        // Mapping a resource reads the model and nothing else, so the resources could be mapped
+        // in parallel; they are not yet, because the evaluated model holds the evaluation's
+        // plugin host, which cannot be shared between threads. The outcome is then taken in
+        // export order, so the first error is the one a resource-by-resource export meets.
+        let mapped: Vec<Result<Mapping, Stop>> =
+            work.iter().map(|&(ty, instance)| Self::map_resource(model, ty, instance)).collect();
+        let mut ignored = HashSet::new();
+        for (&(_, instance), mapping) in work.iter().zip(mapped) {
+            match mapping {
+                Ok(resource) => self.add(resource, instance)?,
+                Err(Stop::Ignore) => {
+                    ignored.insert(instance);
                 }
+                Err(Stop::Error(diagnostic)) => return Err(diagnostic),
             }
+        }
+        if let Some(error) = unsupported {
+            return Err(error);
         }
         self.check_resource_sets()?;
         self.convert_requires(&ignored);
@@ -275,9 +291,8 @@ impl<'m> Exporter<'m> {
         self.check_cycles()
     }
 
-    /// Builds one resource: its id, then every field.
-    fn map_resource(&mut self, ty: &ResourceType, instance: u32) -> Result<Mapping, Stop> {
-        let model = self.model;
+    /// Builds one resource: its id, then every field. Reads the model and nothing else.
+    fn map_resource(model: &Model, ty: &ResourceType, instance: u32) -> Result<Mapping, Stop> {
         let location = model.location_of(instance);
         let id = match resource_id(ty, instance, &mut ModelAttributes(model)) {
             Ok(id) => id,
