@@ -1,7 +1,11 @@
 //! The machine: cells (the reference's result variables), waiters (its execution units),
 //! gradual listeners, instances and indexes, and the interpretation of each instruction.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
+
+// hashbrown's default hasher (foldhash) instead of SipHash: the index maps and `for` loops' seen sets
+// are hashed on every constructor and element, and nothing here depends on iteration order.
+use hashbrown::{HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::bytecode::{Code, Op};
