@@ -46,12 +46,15 @@ pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("benches/ is inside the workspace").to_path_buf()
 }
 
+/// Cargo's target directory: `$CARGO_TARGET_DIR`, else `target/` in the workspace.
+pub fn target_dir() -> PathBuf {
+    // Cargo passes its environment on to bench binaries, so a relocated target dir is seen here.
+    std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace_root().join("target"))
+}
+
 /// The directory the generated models are kept in: `bench-models/` in cargo's target dir.
 pub fn models_dir() -> PathBuf {
-    // Cargo passes its environment on to bench binaries, so a relocated target dir is seen here.
-    let target =
-        std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace_root().join("target"));
-    target.join("bench-models")
+    target_dir().join("bench-models")
 }
 
 /// Counts lines the way `wc -l` does, plus a last line that lacks its newline.
@@ -76,6 +79,65 @@ pub fn generated_model(hosts: u32, flavor: Flavor) -> Model {
     let source = fs::read_to_string(&main_cf).unwrap_or_else(|e| panic!("cannot read {}: {e}", main_cf.display()));
     let lines = count_lines(&source);
     Model { name, dir, source, lines }
+}
+
+impl Model {
+    /// A count the generator printed for the model (`expected_counts.txt`, `key=value` lines):
+    /// `instances` is the number of entity instances the reference compiler creates,
+    /// `resources` the number of resources it exports.
+    pub fn expected_count(&self, key: &str) -> Option<u64> {
+        let text = fs::read_to_string(self.dir.join("expected_counts.txt")).ok()?;
+        text.lines().find_map(|line| line.strip_prefix(key)?.strip_prefix('=')?.trim().parse().ok())
+    }
+}
+
+/// The smallest useful project, for the start-up bench: a `project.yml` and a `main.cf` with one
+/// entity, one instance and one print, so that `weft compile` of it loads and checks the
+/// embedded `std`, evaluates something and writes to stdout, and nothing else. Written under
+/// [`models_dir`] on first use. Its `project.yml` is the generated models' one, so that the
+/// reference compiler accepts the project too.
+pub fn trivial_project() -> PathBuf {
+    const PROJECT_YML: &str = "name: trivial\nmodulepath: libs\ndownloadpath: libs\nrepo: []\ninstall_mode: release\n";
+    const MAIN_CF: &str = "entity Greeting:\n    string text\nend\nimplement Greeting using std::none\n\
+                           g = Greeting(text=\"hello\")\nstd::print(g.text)\n";
+    let dir = models_dir().join("trivial");
+    let up_to_date = |name: &str, text: &str| fs::read_to_string(dir.join(name)).is_ok_and(|t| t == text);
+    if !(up_to_date("project.yml", PROJECT_YML) && up_to_date("main.cf", MAIN_CF)) {
+        fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+        for (name, text) in [("project.yml", PROJECT_YML), ("main.cf", MAIN_CF)] {
+            fs::write(dir.join(name), text).unwrap_or_else(|e| panic!("cannot write {name}: {e}"));
+        }
+    }
+    dir
+}
+
+/// The `weft` binary of this workspace's release profile, built first if needed.
+///
+/// A bench of the binary must not time a stale build, so this runs
+/// `cargo build --release -p weft-cli` (which does nothing when the binary is up to date)
+/// with the cargo that runs the bench. `WEFT_BIN=/path/to/weft` skips the build and uses that
+/// binary instead, for example to compare two builds.
+pub fn weft_binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("WEFT_BIN") {
+        return PathBuf::from(path);
+    }
+    // Cargo tells the programs it runs where it is; a bench binary started by hand falls back
+    // to the `cargo` on PATH.
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    // The build is quiet and can take minutes after a change; say what is going on.
+    eprintln!("building the weft binary: cargo build --release -p weft-cli");
+    let status = Command::new(&cargo)
+        .args(["build", "--release", "-q", "-p", "weft-cli", "--manifest-path"])
+        .arg(workspace_root().join("Cargo.toml"))
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run {} to build the weft binary: {e}", cargo.to_string_lossy()));
+    assert!(
+        status.success(),
+        "`cargo build --release -p weft-cli` failed ({status}); set WEFT_BIN to use another binary"
+    );
+    let binary = target_dir().join("release").join("weft");
+    assert!(binary.is_file(), "the build did not produce {}", binary.display());
+    binary
 }
 
 /// Whether `output` exists and is at least as new as `generator`.
