@@ -7,6 +7,10 @@
 //! dicts are objects that print as `@[...]`/`@{...}`, null is `None`, and output is
 //! Python's `str()` of each value (`True`, `None`, float repr).
 //!
+//! minijinja is not Jinja2: [`filters`] gives it Jinja2's filters, tests and globals where
+//! they differ or are missing, and [`pycompat`] the Python methods templates call on values
+//! (`docs/templates.md` is the resulting feature matrix).
+//!
 //! minijinja's objects and callbacks must be `'static` and `Send`, so they cannot hold the
 //! host. During a render the host sits in a thread-local frame instead ([`Frame`]), and the
 //! objects reach it through [`with_host`]; errors raised inside (an unset variable, an Unknown)
@@ -21,7 +25,7 @@ use std::marker::PhantomData;
 use std::sync::{Arc, Mutex};
 
 use minijinja::value::{Enumerator, Object, ObjectRepr, Rest, ValueKind};
-use minijinja::{AutoEscape, Environment, Error as MjError, ErrorKind as MjErrorKind, State, UndefinedBehavior};
+use minijinja::{AutoEscape, Environment, Error as MjError, ErrorKind as MjErrorKind, UndefinedBehavior};
 use num_bigint::BigInt;
 use weft_ir::ErrorKind;
 use weft_ir::value::{Value, float_repr, str_repr};
@@ -29,6 +33,9 @@ use weft_ir::value::{Value, float_repr, str_repr};
 use super::registry::NativePlugin;
 use super::std_plugins::{self, Ctx};
 use super::{Flow, NativeResult, PluginError, PluginHost, pyfmt};
+
+mod filters;
+mod pycompat;
 
 type MjValue = minijinja::Value;
 
@@ -138,6 +145,38 @@ pub(crate) fn template_plugin(ctx: &mut Ctx) -> NativeResult {
     render(&path, kwargs, ctx.host)
 }
 
+/// Refuses the tags of Jinja2 extensions that minijinja parses but the reference's
+/// environment, which loads no extension, does not: `{% do %}` (the `do` extension).
+fn refuse_extension_tags(text: &str) -> Result<(), MjError> {
+    let mut rest = text;
+    while let Some(i) = rest.find(['{']) {
+        rest = &rest[i..];
+        if let Some(after) = rest.strip_prefix("{#") {
+            // A comment ends at its first `#}`.
+            rest = after.find("#}").map_or("", |end| &after[end + 2..]);
+            continue;
+        }
+        let Some(after) = rest.strip_prefix("{%") else {
+            rest = &rest[1..];
+            continue;
+        };
+        let tag = after.trim_start_matches(['-', '+']).trim_start();
+        let name: String = tag.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+        match name.as_str() {
+            "do" => {
+                return Err(MjError::new(
+                    MjErrorKind::SyntaxError,
+                    "Encountered unknown tag 'do'. Jinja2 needs the 'jinja2.ext.do' extension for it, which the reference does not load.",
+                ));
+            }
+            // A raw block's content is text, up to its `endraw`.
+            "raw" => rest = after.find("endraw").map_or("", |end| &after[end..]),
+            _ => rest = after,
+        }
+    }
+    Ok(())
+}
+
 fn template_not_found(name: &str) -> Flow {
     Flow::Error(PluginError::external("TemplateNotFound", name))
 }
@@ -183,7 +222,7 @@ pub(crate) fn render(path: &str, kwargs: Vec<(String, Value)>, host: &mut dyn Pl
             return Ok(None);
         }
         match file.read_text() {
-            Ok(text) => Ok(Some(text)),
+            Ok(text) => refuse_extension_tags(&text).map(|()| Some(text)),
             Err(e) => {
                 record(Flow::Error(PluginError::external("OSError", format!("{}: {e}", file.display()))));
                 Err(abort())
@@ -191,7 +230,8 @@ pub(crate) fn render(path: &str, kwargs: Vec<(String, Value)>, host: &mut dyn Pl
         }
     });
     let root = MjValue::from_object(Root {
-        template: path.to_string(),
+        // The reference's `PrefixLoader` loads a template under its name inside the module.
+        template: path.split_once('/').map_or(path, |(_, name)| name).to_string(),
         kwargs: (!kwargs.is_empty()).then_some(kwargs),
         cache: Mutex::new(HashMap::new()),
     });
@@ -207,6 +247,12 @@ pub(crate) fn render(path: &str, kwargs: Vec<(String, Value)>, host: &mut dyn Pl
 
 /// The reference's exception for a minijinja error.
 fn map_error(e: &MjError, path: &str, undefined: Option<String>) -> Flow {
+    // An error inside an included, imported or extended template comes wrapped in one naming
+    // that template; Jinja2 raises the inner error itself.
+    let mut e = e;
+    while let Some(inner) = std::error::Error::source(e).and_then(|s| s.downcast_ref::<MjError>()) {
+        e = inner;
+    }
     let detail = e.detail().map(str::to_string).unwrap_or_else(|| e.to_string());
     let error = match e.kind() {
         MjErrorKind::TemplateNotFound => return template_not_found(e.name().unwrap_or(path)),
@@ -217,15 +263,49 @@ fn map_error(e: &MjError, path: &str, undefined: Option<String>) -> Flow {
                 _ => detail,
             },
         },
+        // Calling an unknown name calls Jinja2's undefined, which raises as using it does.
+        MjErrorKind::UnknownFunction => PluginError::Wrapped {
+            kind: ErrorKind::NotFoundException,
+            message: match detail.strip_suffix(" is unknown") {
+                Some(name) => format!("'{name}' is undefined"),
+                None => detail,
+            },
+        },
+        MjErrorKind::SyntaxError if detail.starts_with("names starting with an underline") => {
+            PluginError::external("TemplateAssertionError", detail)
+        }
         MjErrorKind::SyntaxError | MjErrorKind::BadEscape | MjErrorKind::InvalidDelimiter => {
             PluginError::external("TemplateSyntaxError", detail)
         }
         MjErrorKind::UnknownFilter | MjErrorKind::UnknownTest => {
             PluginError::external("TemplateAssertionError", detail)
         }
+        // Python's exceptions for what Python itself refuses: a call with the wrong
+        // arguments, an operator on unsupported types, iterating what is no iterable.
+        MjErrorKind::TooManyArguments | MjErrorKind::MissingArgument => PluginError::external("TypeError", detail),
+        MjErrorKind::CannotUnpack => PluginError::external("ValueError", detail),
+        MjErrorKind::InvalidOperation if detail.starts_with("tried to use") || detail.ends_with("is not iterable") => {
+            PluginError::external("TypeError", detail)
+        }
+        MjErrorKind::InvalidOperation if detail.starts_with("unable to calculate") => {
+            PluginError::external(arithmetic_error(&detail), detail)
+        }
         _ => PluginError::external("TemplateRuntimeError", detail),
     };
     Flow::Error(error)
+}
+
+/// Python's exception for an arithmetic minijinja could not compute (`unable to calculate
+/// 1 / 0`): a division by zero, or else a result out of minijinja's integer range, where
+/// Python's integers would not have overflowed.
+fn arithmetic_error(detail: &str) -> &'static str {
+    let parts: Vec<&str> = detail.trim_start_matches("unable to calculate ").split(' ').collect();
+    let zero = |s: &str| s.parse::<f64>().is_ok_and(|f| f == 0.0);
+    match parts.as_slice() {
+        [_, "/" | "//" | "%", rhs] if zero(rhs) => "ZeroDivisionError",
+        [lhs, "**", _] if zero(lhs) => "ZeroDivisionError",
+        _ => "OverflowError",
+    }
 }
 
 fn base_environment() -> Environment<'static> {
@@ -233,11 +313,19 @@ fn base_environment() -> Environment<'static> {
     env.set_undefined_behavior(UndefinedBehavior::Strict);
     env.set_auto_escape_callback(|_| AutoEscape::None);
     env.set_debug(false);
-    env.set_formatter(|out, _state, value| {
+    // Output is Python's `str()` of each value; inside `{% autoescape true %}` it is escaped
+    // as MarkupSafe escapes it, unless it is already safe.
+    env.set_formatter(|out, state, value| {
         let text = py_str(value);
+        let text = if matches!(state.auto_escape(), AutoEscape::None) || value.is_safe() {
+            text
+        } else {
+            filters::html_escape(&text)
+        };
         out.write_str(&text).map_err(|_| MjError::new(MjErrorKind::WriteFailure, "cannot write output"))
     });
-    env.set_unknown_method_callback(python_method);
+    env.set_unknown_method_callback(pycompat::python_method);
+    filters::configure(&mut env);
     for (qualified, native) in super::PluginRegistry::builtin().plugins() {
         add_filter(&mut env, qualified, *native);
     }
@@ -381,6 +469,25 @@ fn py_repr(value: &MjValue) -> String {
     }
     if value.downcast_object_ref::<Missing>().is_some() {
         return String::new();
+    }
+    if let Some(range) = value.downcast_object_ref::<filters::RangeObj>() {
+        return range.repr();
+    }
+    if let Some(view) = value.downcast_object_ref::<filters::DictView>() {
+        return view.repr();
+    }
+    if let Some(group) = value.downcast_object_ref::<filters::GroupTuple>() {
+        return format!("({}, {})", py_repr(&group.grouper), py_repr(&group.list));
+    }
+    if value.is_tuple() {
+        let items: Vec<String> = value.try_iter().map(|items| items.map(|v| py_repr(&v)).collect()).unwrap_or_default();
+        return match items.as_slice() {
+            [one] => format!("({one},)"),
+            _ => format!("({})", items.join(", ")),
+        };
+    }
+    if let Some(name) = filters::macro_name(value) {
+        return format!("<Macro {}>", str_repr(&name));
     }
     match value.kind() {
         ValueKind::Undefined => String::new(),
@@ -632,107 +739,4 @@ impl Object for Missing {
     fn render(self: &Arc<Self>, _f: &mut fmt::Formatter<'_>) -> fmt::Result {
         Ok(())
     }
-}
-
-// ---------------------------------------------------------------------------------------
-// Python methods on template values (`s.upper()`, `d.items()`).
-
-fn python_method(_state: &mut State, value: &MjValue, method: &str, args: &[MjValue]) -> Result<MjValue, MjError> {
-    let unknown = || Err(MjError::from(MjErrorKind::UnknownMethod));
-    let str_arg = |i: usize| args.get(i).and_then(|a| a.as_str()).map(str::to_string);
-    if value.kind() == ValueKind::String {
-        let s = value.as_str().unwrap_or("");
-        return Ok(match (method, args.len()) {
-            ("upper", 0) => MjValue::from(s.to_uppercase()),
-            ("lower", 0) => MjValue::from(s.to_lowercase()),
-            ("strip", 0) => MjValue::from(s.trim()),
-            ("lstrip", 0) => MjValue::from(s.trim_start()),
-            ("rstrip", 0) => MjValue::from(s.trim_end()),
-            ("strip", 1) => MjValue::from(s.trim_matches(|c| str_arg(0).unwrap_or_default().contains(c))),
-            ("capitalize", 0) => {
-                let mut chars = s.chars();
-                MjValue::from(match chars.next() {
-                    Some(first) => first.to_uppercase().chain(chars.as_str().to_lowercase().chars()).collect(),
-                    None => String::new(),
-                })
-            }
-            ("title", 0) => {
-                let mut out = String::new();
-                let mut previous_cased = false;
-                for c in s.chars() {
-                    if previous_cased {
-                        out.extend(c.to_lowercase())
-                    } else {
-                        out.extend(c.to_uppercase())
-                    }
-                    previous_cased = c.is_alphabetic();
-                }
-                MjValue::from(out)
-            }
-            ("startswith", 1) => MjValue::from(str_arg(0).is_some_and(|p| s.starts_with(&p))),
-            ("endswith", 1) => MjValue::from(str_arg(0).is_some_and(|p| s.ends_with(&p))),
-            ("replace", 2) => match (str_arg(0), str_arg(1)) {
-                (Some(old), Some(new)) => MjValue::from(s.replace(&old, &new)),
-                _ => return unknown(),
-            },
-            ("split", 0) => MjValue::from(s.split_whitespace().map(MjValue::from).collect::<Vec<_>>()),
-            ("split", 1) => match str_arg(0) {
-                Some(sep) if !sep.is_empty() => {
-                    MjValue::from(s.split(sep.as_str()).map(MjValue::from).collect::<Vec<_>>())
-                }
-                _ => return unknown(),
-            },
-            ("join", 1) => {
-                let items = args[0].try_iter()?;
-                MjValue::from(items.map(|v| py_str(&v)).collect::<Vec<_>>().join(s))
-            }
-            ("count", 1) => match str_arg(0) {
-                Some(sub) if !sub.is_empty() => MjValue::from(s.matches(sub.as_str()).count()),
-                _ => return unknown(),
-            },
-            ("find", 1) => match str_arg(0) {
-                Some(sub) => MjValue::from(s.find(sub.as_str()).map(|b| s[..b].chars().count() as i64).unwrap_or(-1)),
-                None => return unknown(),
-            },
-            ("isdigit", 0) => MjValue::from(!s.is_empty() && s.chars().all(|c| c.is_ascii_digit())),
-            _ => return unknown(),
-        });
-    }
-    if value.kind() == ValueKind::Map {
-        return Ok(match (method, args.len()) {
-            ("items", 0) => {
-                let keys = value.try_iter()?;
-                let mut items = Vec::new();
-                for k in keys {
-                    let v = value.get_item(&k)?;
-                    items.push(MjValue::from(vec![k, v]));
-                }
-                MjValue::from(items)
-            }
-            ("keys", 0) => MjValue::from(value.try_iter()?.collect::<Vec<_>>()),
-            ("values", 0) => {
-                let mut items = Vec::new();
-                for k in value.try_iter()? {
-                    items.push(value.get_item(&k)?);
-                }
-                MjValue::from(items)
-            }
-            ("get", 1 | 2) => {
-                let found = value.get_item(&args[0])?;
-                if found.is_undefined() { args.get(1).cloned().unwrap_or(MjValue::from(())) } else { found }
-            }
-            _ => return unknown(),
-        });
-    }
-    if value.kind() == ValueKind::Seq {
-        return Ok(match (method, args.len()) {
-            ("count", 1) => MjValue::from(value.try_iter()?.filter(|v| *v == args[0]).count()),
-            ("index", 1) => match value.try_iter()?.position(|v| v == args[0]) {
-                Some(i) => MjValue::from(i),
-                None => return Err(MjError::new(MjErrorKind::InvalidOperation, "value is not in list")),
-            },
-            _ => return unknown(),
-        });
-    }
-    unknown()
 }

@@ -1118,7 +1118,7 @@ fn templates_and_files(backing: Backing) {
         ("tpl/filters.j2", vec![], "TypeError: upper() takes 1 positional argument but 2 were given"),
         ("tpl/crlf.j2", vec![], "'a\\nb'"),
         // `self` is Jinja2's reference to the template, even in an implementation.
-        ("tpl/self.j2", vec![], "\"<TemplateReference 'tpl/self.j2'> WEB x 0\""),
+        ("tpl/self.j2", vec![], "\"<TemplateReference 'self.j2'> WEB x 0\""),
         (
             "tpl/self_attr.j2",
             vec![],
