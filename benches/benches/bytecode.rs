@@ -16,8 +16,7 @@
 use std::sync::Arc;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use weft_benches::{Flavor, Model, generated_model};
-use weft_frontend::project::LoadOptions;
+use weft_benches::{Flavor, generated_model};
 use weft_ir::program::Program;
 
 /// The `weft` binary's global allocator (see `cli/src/main.rs`), so that the figures are the
@@ -27,18 +26,12 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const HOSTS: [u32; 2] = [500, 5000];
 
-fn lower(model: &Model) -> Program {
-    let arena = bumpalo::Bump::new();
-    let compiled = weft_frontend::compile(&arena, &model.dir, &LoadOptions { python_env: None });
-    compiled.lowered.unwrap_or_else(|| panic!("{}: {:?}", model.name, compiled.diagnostics))
-}
-
 fn bench_bytecode(c: &mut Criterion) {
     let programs: Vec<(String, Arc<Program>)> = HOSTS
         .into_iter()
         .map(|hosts| {
             let model = generated_model(hosts, Flavor::Pure);
-            let program = Arc::new(lower(&model));
+            let program = Arc::new(model.lower());
             // A program that does not assemble would make the bench measure an early error.
             weft_vm::Executable::from_program(program.clone())
                 .unwrap_or_else(|e| panic!("{}: the program does not assemble: {e}", model.name));

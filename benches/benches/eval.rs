@@ -10,9 +10,7 @@
 use std::sync::Arc;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use weft_benches::{Flavor, Model, generated_model};
-use weft_frontend::project::LoadOptions;
-use weft_ir::program::Program;
+use weft_benches::{Flavor, generated_model};
 
 /// The `weft` binary's global allocator (see `cli/src/main.rs`), so that the figures are the
 /// binary's: the system allocator makes evaluation about a quarter slower.
@@ -21,24 +19,18 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const HOSTS: [u32; 2] = [500, 5000];
 
-fn lower(model: &Model) -> Program {
-    let arena = bumpalo::Bump::new();
-    let compiled = weft_frontend::compile(&arena, &model.dir, &LoadOptions { python_env: None });
-    compiled.lowered.unwrap_or_else(|| panic!("{}: {:?}", model.name, compiled.diagnostics))
-}
-
 fn bench_eval(c: &mut Criterion) {
     let mut group = c.benchmark_group("eval");
     group.sample_size(10);
     for hosts in HOSTS {
         let model = generated_model(hosts, Flavor::Pure);
-        let program = Arc::new(lower(&model));
+        let program = Arc::new(model.lower());
         let probe = weft_runtime::evaluate(program.clone(), &weft_runtime::Options::default());
         assert!(probe.errors.is_empty(), "{}: {:?}", model.name, probe.errors);
         group.throughput(Throughput::Elements(probe.instances as u64));
         group.bench_with_input(BenchmarkId::new("compile", &model.name), &model, |b, model| {
             b.iter(|| {
-                let program = Arc::new(lower(model));
+                let program = Arc::new(model.lower());
                 weft_runtime::evaluate(program, &weft_runtime::Options::default())
             })
         });

@@ -89,6 +89,15 @@ impl Model {
         let text = fs::read_to_string(self.dir.join("expected_counts.txt")).ok()?;
         text.lines().find_map(|line| line.strip_prefix(key)?.strip_prefix('=')?.trim().parse().ok())
     }
+
+    /// The model loaded, checked and lowered, as `weft compile` does before it evaluates.
+    /// Panics with the diagnostics when the model does not compile: a bench input must.
+    pub fn lower(&self) -> weft_ir::program::Program {
+        let arena = bumpalo::Bump::new();
+        let options = weft_frontend::project::LoadOptions { python_env: None };
+        let compiled = weft_frontend::compile(&arena, &self.dir, &options);
+        compiled.lowered.unwrap_or_else(|| panic!("{}: {:?}", self.name, compiled.diagnostics))
+    }
 }
 
 /// The smallest useful project, for the start-up bench: a `project.yml` and a `main.cf` with one
