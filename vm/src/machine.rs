@@ -305,7 +305,7 @@ impl Cell {
 
     /// For attribute cells: the instance and attribute.
     pub fn owner(&self) -> Option<(InstanceId, AttrId)> {
-        (self.kind != CellKind::Proxy && self.link.0 != NONE).then(|| (self.link.0, AttrId(self.link.1)))
+        (self.kind != CellKind::Proxy && self.link.0 != NONE).then_some((self.link.0, AttrId(self.link.1)))
     }
 
     /// The cell a proxy was connected to.
@@ -614,8 +614,6 @@ pub mod pending {
         live: usize,
         /// No pending task has a smaller sequence number.
         first: usize,
-        /// The largest number of tasks pending at once.
-        pub peak: usize,
     }
 
     impl Pending {
@@ -626,7 +624,6 @@ pub mod pending {
             }
             self.slots[seq] = slot;
             self.live += 1;
-            self.peak = self.peak.max(self.live);
         }
 
         pub fn remove(&mut self, seq: u32) {
