@@ -57,6 +57,7 @@ pub fn run(machine: &mut Machine, max_iterations: usize) -> Result<usize, Vec<Ev
         i += 1;
         // 1. Drain the run queue.
         while let Some(w) = machine.run_queue.pop_front() {
+            machine.prefetch_upcoming();
             machine.execute(w).map_err(|e| vec![e])?;
         }
         queue.absorb(machine);
