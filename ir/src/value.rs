@@ -195,7 +195,8 @@ impl Value {
         self.write_repr_with(out, null, &|i| format!("<instance {i}>"))
     }
 
-    fn write_repr_with(&self, out: &mut String, null: &str, instance: &dyn Fn(u32) -> String) {
+    /// [`Self::repr_with`], appended to `out`.
+    pub fn write_repr_with(&self, out: &mut String, null: &str, instance: &dyn Fn(u32) -> String) {
         match self {
             Value::Instance(i) => out.push_str(&instance(*i)),
             Value::Unknown => out.push_str("Unknown"),
@@ -212,7 +213,7 @@ impl Value {
                 let _ = write!(out, "{i}");
             }
             Value::Float(f) => out.push_str(&float_repr(*f)),
-            Value::Str(s) => out.push_str(&str_repr(s)),
+            Value::Str(s) => write_str_repr(out, s),
             Value::List(items) => {
                 out.push('[');
                 for (i, item) in items.iter().enumerate() {
@@ -229,7 +230,7 @@ impl Value {
                     if i > 0 {
                         out.push_str(", ");
                     }
-                    out.push_str(&str_repr(k));
+                    write_str_repr(out, k);
                     out.push_str(": ");
                     v.write_repr_with(out, null, instance);
                 }
@@ -482,8 +483,23 @@ pub fn float_repr(f: f64) -> String {
 /// Python's `repr(str)`: single quotes unless the string contains a single quote and no
 /// double quote, with Python's escapes.
 pub fn str_repr(s: &str) -> String {
-    let quote = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
     let mut out = String::with_capacity(s.len() + 2);
+    write_str_repr(&mut out, s);
+    out
+}
+
+/// [`str_repr`], appended to `out`.
+pub fn write_str_repr(out: &mut String, s: &str) {
+    // Most strings are printable ASCII without a quote or backslash: copied as they are.
+    if s.bytes().all(|b| (0x20..0x7f).contains(&b) && b != b'\\' && b != b'\'') {
+        out.reserve(s.len() + 2);
+        out.push('\'');
+        out.push_str(s);
+        out.push('\'');
+        return;
+    }
+    let quote = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
+    out.reserve(s.len() + 2);
     out.push(quote);
     for c in s.chars() {
         match c {
@@ -509,7 +525,6 @@ pub fn str_repr(s: &str) -> String {
         }
     }
     out.push(quote);
-    out
 }
 
 /// An approximation of Python's `str.isprintable()` per character: control characters,

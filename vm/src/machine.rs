@@ -546,7 +546,10 @@ pub struct Instance {
 
 pub struct EntityState {
     index: HashMap<String, InstanceId>,
-    index_queue: Vec<(String, Vec<(CellId, Location)>)>,
+    /// Lookups waiting for a key, with the order in which each key was first queued (the
+    /// final checks report them in that order).
+    index_queue: HashMap<String, (u32, Vec<(CellId, Location)>)>,
+    queued_keys: u32,
 }
 
 /// The evaluator's state.
@@ -665,7 +668,7 @@ impl Machine {
     pub fn new(program: Arc<Program>, code: Arc<Code>, host: Box<dyn Host>) -> Self {
         let self_ = program.names.iter().position(|n| n == "self").map(|i| Symbol::from_u32(i as u32));
         let entities = (0..program.entities.len())
-            .map(|_| EntityState { index: HashMap::new(), index_queue: Vec::new() })
+            .map(|_| EntityState { index: HashMap::new(), index_queue: HashMap::new(), queued_keys: 0 })
             .collect();
         Machine {
             program,
@@ -993,8 +996,20 @@ impl Machine {
             prefetch((slot as *const Waiter).wrapping_byte_add(64));
         }
         if let Some(&second) = self.run_queue.get(1) {
-            for &(_, cell) in self.waiters[second as usize].requires.iter() {
+            let task = &self.waiters[second as usize];
+            for &(_, cell) in task.requires.iter() {
                 prefetch(&self.cells[cell as usize]);
+            }
+            // The cell the task will set.
+            if let Some(
+                Body::Exec { target: cell, .. }
+                | Body::Lazy { target: cell, .. }
+                | Body::Lookup { target: cell, .. }
+                | Body::Cond { result: cell, .. }
+                | Body::Call { result: cell, .. },
+            ) = &task.body
+            {
+                prefetch(&self.cells[*cell as usize]);
             }
         }
         if let Some(&next) = self.run_queue.front() {
@@ -1034,7 +1049,7 @@ impl Machine {
                 if !c.has_value {
                     return Err(EvalError { unset: Some(cell), ..rt("Value not available") });
                 }
-                Ok(Value::List(Arc::from(c.x().items.clone())))
+                Ok(Value::List(Arc::from(&c.x().items[..])))
             }
             CellKind::Option => {
                 let c = &self.cells[cell as usize];
@@ -1073,7 +1088,7 @@ impl Machine {
     pub fn peek(&self, cell: CellId) -> Option<Value> {
         let c = &self.cells[cell as usize];
         match c.kind {
-            CellKind::List | CellKind::ListLiteral => Some(Value::List(Arc::from(c.x().items.clone()))),
+            CellKind::List | CellKind::ListLiteral => Some(Value::List(Arc::from(&c.x().items[..]))),
             CellKind::Proxy => c.target().and_then(|t| self.peek(t)),
             _ => c.value.clone(),
         }
@@ -3353,14 +3368,22 @@ impl Machine {
         Ok(())
     }
 
+    /// The reference's index key: `name=repr(value)` for each attribute, sorted by name and
+    /// joined by `, `, written into one string (this runs for every instance of an indexed
+    /// entity and every lookup).
     fn index_key(&self, params: &[(Symbol, Value)]) -> String {
-        let mut sorted: Vec<&(Symbol, Value)> = params.iter().collect();
-        sorted.sort_by(|a, b| self.sym_name(a.0).cmp(self.sym_name(b.0)));
-        sorted
-            .iter()
-            .map(|(k, v)| format!("{}={}", self.sym_name(*k), v.repr_with("None", &|i| format!("<instance {i}>"))))
-            .collect::<Vec<_>>()
-            .join(", ")
+        let mut order: SmallVec<[usize; 4]> = (0..params.len()).collect();
+        order.sort_by(|&a, &b| self.sym_name(params[a].0).cmp(self.sym_name(params[b].0)));
+        let mut key = String::with_capacity(32);
+        for (n, &i) in order.iter().enumerate() {
+            if n > 0 {
+                key.push_str(", ");
+            }
+            key.push_str(self.sym_name(params[i].0));
+            key.push('=');
+            params[i].1.write_repr_with(&mut key, "None", &|i| format!("<instance {i}>"));
+        }
+        key
     }
 
     fn add_to_index(&mut self, entity: EntityId, inst: InstanceId) -> R<()> {
@@ -3395,8 +3418,7 @@ impl Machine {
                 return Err(EvalError::new(ErrorKind::DuplicateException, format!("Duplicate key in index. {key}")));
             }
             state.index.insert(key.clone(), inst);
-            if let Some(pos) = state.index_queue.iter().position(|(k, _)| *k == key) {
-                let (_, waiting) = state.index_queue.remove(pos);
+            if let Some((_, waiting)) = state.index_queue.remove(&key) {
                 for (target, location) in waiting {
                     self.set_cell(target, Value::Instance(inst), location, true)?;
                 }
@@ -3413,19 +3435,16 @@ impl Machine {
         location: Location,
     ) -> R<Option<InstanceId>> {
         let p = self.prog();
-        let mut seen = Vec::new();
+        let mut seen: SmallVec<[Symbol; 4]> = SmallVec::new();
         for (k, _) in params {
             if seen.contains(k) {
                 return Err(rt(format!("Attribute {} provided twice in index lookup", self.sym_name(*k))));
             }
             seen.push(*k);
         }
-        let mut wanted: Vec<Symbol> = seen.clone();
-        wanted.sort_by(|a, b| self.sym_name(*a).cmp(self.sym_name(*b)));
+        // The same set of attributes (`seen` has no duplicates).
         let has_index = p.entity(entity).indexes.iter().any(|ix| {
-            let mut s = ix.clone();
-            s.sort_by(|a, b| p.name(*a).cmp(p.name(*b)));
-            s == wanted
+            ix.len() == seen.len() && ix.iter().all(|a| seen.contains(a)) && seen.iter().all(|a| ix.contains(a))
         });
         if !has_index {
             let shown: Vec<String> = params
@@ -3439,7 +3458,7 @@ impl Machine {
                 format!("No index defined on {} for this lookup: [{}]", p.entity(entity).name, shown.join(", ")),
             ));
         }
-        let mut coerced = Vec::new();
+        let mut coerced: SmallVec<[(Symbol, Value); 4]> = SmallVec::new();
         for (k, v) in params {
             if let Value::Reference(_) = v {
                 return Err(typing(format!(
@@ -3467,10 +3486,13 @@ impl Machine {
             Some(t) => {
                 if let Some(&inst) = state.index.get(&key) {
                     self.set_cell(t, Value::Instance(inst), location, true)?;
-                } else if let Some(entry) = state.index_queue.iter_mut().find(|(k, _)| *k == key) {
-                    entry.1.push((t, location));
                 } else {
-                    state.index_queue.push((key, vec![(t, location)]));
+                    let order = state.queued_keys;
+                    let entry = state.index_queue.entry(key).or_insert_with(|| (order, Vec::new()));
+                    if entry.1.is_empty() {
+                        state.queued_keys += 1;
+                    }
+                    entry.1.push((t, location));
                 }
                 Ok(None)
             }
@@ -3479,11 +3501,10 @@ impl Machine {
 
     /// Unmatched index lookups, per entity, for the final checks.
     pub fn pending_lookups(&self, entity: EntityId) -> Vec<(String, Location)> {
-        self.entities[entity.index()]
-            .index_queue
-            .iter()
-            .flat_map(|(k, ws)| ws.iter().map(move |(_, l)| (k.clone(), *l)))
-            .collect()
+        let mut keys: Vec<(&String, &(u32, Vec<(CellId, Location)>))> =
+            self.entities[entity.index()].index_queue.iter().collect();
+        keys.sort_by_key(|(_, (order, _))| *order);
+        keys.into_iter().flat_map(|(k, (_, ws))| ws.iter().map(move |(_, l)| (k.clone(), *l))).collect()
     }
 }
 
