@@ -424,16 +424,15 @@ fn evaluate(project: &ProjectArgs, inputs: &InputArgs, keep_model: bool) -> Resu
         Evaluated { sources, diagnostics: Vec::new(), outcome: None, model: None, modules, loaded: started.elapsed() };
     if let Some(executable) = executable.as_mut() {
         set_parameters(executable, &inputs.set)?;
-        let options =
-            weft_runtime::Options {
-                modules: evaluated.modules.clone(),
-                max_iterations: max_iterations(),
-                facts,
-                // Plugin data (std's passwords) lives in the project's `data/`, where the
-                // reference keeps it when it compiles in the project; an artifact has no
-                // project, so its runs use `data/` in the working directory.
-                data_dir: (!is_artifact(&project.project)).then(|| project.project.join("data")),
-            };
+        let options = weft_runtime::Options {
+            modules: evaluated.modules.clone(),
+            max_iterations: max_iterations(),
+            facts,
+            // Plugin data (std's passwords) lives in the project's `data/`, where the
+            // reference keeps it when it compiles in the project; an artifact has no
+            // project, so its runs use `data/` in the working directory.
+            data_dir: (!is_artifact(&project.project)).then(|| project.project.join("data")),
+        };
         evaluated.loaded = started.elapsed();
         let (outcome, model) = weft_runtime::run(executable, &options);
         print_lines(&outcome.prints)?;

@@ -82,7 +82,9 @@ pub fn evaluate_model(program: Arc<Program>, options: &Options) -> (Outcome, Opt
 pub fn run(executable: &Executable, options: &Options) -> (Outcome, Option<export::Model>) {
     let program = executable.program.clone();
     let host = RuntimeHost {
-        prints: Vec::new(), modules: options.modules.clone(), facts: options.facts.clone(),
+        prints: Vec::new(),
+        modules: options.modules.clone(),
+        facts: options.facts.clone(),
         data_dir: options.data_dir.clone(),
     };
     let mut machine = Machine::new(program.clone(), executable.code.clone(), Box::new(host));

@@ -3,6 +3,7 @@
 use std::collections::VecDeque;
 
 use weft_ir::ErrorKind;
+use weft_ir::Symbol;
 use weft_ir::program::EntityId;
 use weft_vm::{CellId, EvalError, Machine};
 
@@ -166,10 +167,11 @@ fn final_checks(machine: &mut Machine) -> Result<(), Vec<EvalError>> {
         }
     }
     for inst in 0..machine.instances.len() as u32 {
-        let (entity, slots, has_impl, location) = {
+        let (entity, has_impl, location) = {
             let i = &machine.instances[inst as usize];
-            (i.entity, i.slots.clone(), !i.implementations.is_empty(), i.locations.last().copied())
+            (i.entity, !i.implementations.is_empty(), Some(machine.last_location(inst)))
         };
+        let slots: Vec<(Symbol, CellId)> = machine.instance_slots(inst).collect();
         let e = program.entity(entity);
         if !has_impl {
             let simple = e.name.rsplit("::").next().unwrap_or(&e.name);

@@ -89,7 +89,7 @@ pub fn build_and_run(dir: &Path) -> Outcome {
     let loaded = weft_runtime::artifact::load_bytes(&bytes, "model.weft").expect("a fresh artifact loads");
     let modules = weft_runtime::modules::Modules::from_embedded(loaded.files);
     let options =
-            weft_runtime::Options { modules, data_dir: Some(dir.join("data")), ..weft_runtime::Options::default() };
+        weft_runtime::Options { modules, data_dir: Some(dir.join("data")), ..weft_runtime::Options::default() };
     let (outcome, _) = weft_runtime::run(&loaded.executable, &options);
     let mut prints = outcome.prints;
     prints.sort();

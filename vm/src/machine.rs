@@ -509,10 +509,14 @@ struct Promise {
     done: bool,
 }
 
+/// An execution context, 16 bytes: a model has about five per entity instance.
 #[derive(Clone)]
 enum Scope {
+    /// A block's variables: the cell of its `i`-th distinct variable
+    /// (`Machine::block_variables`) is `first + i`.
     Block {
-        slots: Vec<(Symbol, CellId)>,
+        block: BlockId,
+        first: CellId,
         parent: ScopeId,
     },
     Var {
@@ -534,14 +538,20 @@ enum Scope {
     },
 }
 
+/// An entity instance, without a heap allocation of its own in the common case: its cells are
+/// consecutive in the cell table, in the order of its entity's slots, followed by its `self`
+/// cell.
 pub struct Instance {
     pub entity: EntityId,
-    pub slots: Vec<(Symbol, CellId)>,
-    pub self_cell: CellId,
-    pub locations: Vec<Location>,
-    pub implementations: Vec<weft_ir::program::ImplId>,
-    /// The instance as a scope, once an implementation needed it.
-    scope: Option<ScopeId>,
+    first_cell: CellId,
+    /// The constructor call that created it.
+    location: Location,
+    /// The constructor calls that matched it through an index afterwards (rare): an index in
+    /// `Machine::more_locations`, or `NONE`.
+    more_locations: u32,
+    /// The instance as a scope once an implementation needed it, or `NONE`.
+    scope: ScopeId,
+    pub implementations: SmallVec<[weft_ir::program::ImplId; 4]>,
 }
 
 pub struct EntityState {
@@ -573,6 +583,10 @@ pub struct Machine {
     eager: Vec<EagerPromise>,
     comps: Vec<CompHelper>,
     pub instances: Vec<Instance>,
+    /// Constructor locations after an instance's first (see `Instance::more_locations`).
+    more_locations: Vec<Vec<Location>>,
+    /// Per block, its distinct variables in declaration order (see `Scope::Block`).
+    block_variables: Vec<Box<[Symbol]>>,
     pub entities: Vec<EntityState>,
     ns_scopes: Vec<ScopeId>,
     /// FIFO of ready tasks.
@@ -670,6 +684,19 @@ impl Machine {
         let entities = (0..program.entities.len())
             .map(|_| EntityState { index: HashMap::new(), index_queue: HashMap::new(), queued_keys: 0 })
             .collect();
+        let block_variables = program
+            .blocks
+            .iter()
+            .map(|b| {
+                let mut distinct: Vec<Symbol> = Vec::with_capacity(b.variables.len());
+                for &v in &b.variables {
+                    if !distinct.contains(&v) {
+                        distinct.push(v);
+                    }
+                }
+                distinct.into_boxed_slice()
+            })
+            .collect();
         Machine {
             program,
             code,
@@ -684,6 +711,8 @@ impl Machine {
             eager: Vec::new(),
             comps: Vec::new(),
             instances: Vec::new(),
+            more_locations: Vec::new(),
+            block_variables,
             entities,
             ns_scopes: Vec::new(),
             run_queue: VecDeque::new(),
@@ -1476,20 +1505,65 @@ impl Machine {
             self.program.name(name),
             self.instance_display(inst)
         );
-        let location = location.or_else(|| self.instances[inst as usize].locations.last().copied());
+        let location = location.or_else(|| Some(self.last_location(inst)));
         let mut e = EvalError::wrap(ErrorKind::AttributeException, message, cause);
         e.location = location;
         e
     }
 
     pub fn slot(&self, inst: InstanceId, name: Symbol) -> Option<CellId> {
-        self.instances[inst as usize].slots.iter().find(|(n, _)| *n == name).map(|s| s.1)
+        let i = &self.instances[inst as usize];
+        let position = self.program.entity(i.entity).slots.iter().position(|(n, _)| *n == name)?;
+        Some(i.first_cell + position as CellId)
+    }
+
+    /// An instance's attribute cells, in its entity's slot order.
+    pub fn instance_slots(&self, inst: InstanceId) -> impl Iterator<Item = (Symbol, CellId)> + '_ {
+        let i = &self.instances[inst as usize];
+        let first = i.first_cell;
+        self.program.entity(i.entity).slots.iter().enumerate().map(move |(n, (name, _))| (*name, first + n as CellId))
+    }
+
+    /// The cell holding the instance itself (`self`).
+    pub fn self_cell(&self, inst: InstanceId) -> CellId {
+        let i = &self.instances[inst as usize];
+        i.first_cell + self.program.entity(i.entity).slots.len() as CellId
+    }
+
+    /// Every constructor call that created or matched the instance, in order.
+    pub fn instance_locations(&self, inst: InstanceId) -> impl Iterator<Item = Location> + '_ {
+        let i = &self.instances[inst as usize];
+        let more: &[Location] = match i.more_locations {
+            NONE => &[],
+            n => &self.more_locations[n as usize],
+        };
+        std::iter::once(i.location).chain(more.iter().copied())
+    }
+
+    /// The last constructor call that created or matched the instance (the one the reference
+    /// reports).
+    pub fn last_location(&self, inst: InstanceId) -> Location {
+        let i = &self.instances[inst as usize];
+        match i.more_locations {
+            NONE => i.location,
+            n => *self.more_locations[n as usize].last().expect("a list of more locations is never empty"),
+        }
+    }
+
+    fn add_location(&mut self, inst: InstanceId, location: Location) {
+        match self.instances[inst as usize].more_locations {
+            NONE => {
+                self.instances[inst as usize].more_locations = self.more_locations.len() as u32;
+                self.more_locations.push(vec![location]);
+            }
+            n => self.more_locations[n as usize].push(location),
+        }
     }
 
     pub fn instance_display(&self, inst: InstanceId) -> String {
-        let i = &self.instances[inst as usize];
-        let locations: Vec<String> = i.locations.iter().map(|l| self.program.location_text(*l)).collect();
-        format!("{} (instantiated at {})", self.program.entity(i.entity).name, locations.join(","))
+        let locations: Vec<String> = self.instance_locations(inst).map(|l| self.program.location_text(l)).collect();
+        let entity = self.instances[inst as usize].entity;
+        format!("{} (instantiated at {})", self.program.entity(entity).name, locations.join(","))
     }
 
     /// Python `str()` of a value, instances as the reference prints them.
@@ -1770,19 +1844,16 @@ impl Machine {
 
     /// A new execution context for a block: one fresh cell per declared variable.
     fn block_context(&mut self, block: BlockId, parent: ScopeId) -> ScopeId {
-        let p = self.prog();
+        let count = self.block_variables[block.index()].len();
         // A block that declares nothing resolves every name in its parent.
-        if p.block(block).variables.is_empty() {
+        if count == 0 {
             return parent;
         }
-        let mut slots: Vec<(Symbol, CellId)> = Vec::new();
-        for &v in &p.block(block).variables {
-            if !slots.iter().any(|(n, _)| *n == v) {
-                let cell = self.new_cell(CellKind::Plain);
-                slots.push((v, cell));
-            }
+        let first = self.new_cell(CellKind::Plain);
+        for _ in 1..count {
+            self.new_cell(CellKind::Plain);
         }
-        self.push_scope(Scope::Block { slots, parent })
+        self.push_scope(Scope::Block { block, first, parent })
     }
 
     /// Resolves a name as the reference's resolvers do.
@@ -1792,10 +1863,12 @@ impl Machine {
             VarRef::Name(sym) => sym,
         };
         match &self.scopes[scope as usize] {
-            Scope::Block { slots, parent } => match slots.iter().find(|(n, _)| *n == name_sym) {
-                Some((_, c)) => Ok(*c),
-                None => self.lookup_in(*parent, name, root),
-            },
+            Scope::Block { block, first, parent } => {
+                match self.block_variables[block.index()].iter().position(|n| *n == name_sym) {
+                    Some(i) => Ok(first + i as CellId),
+                    None => self.lookup_in(*parent, name, root),
+                }
+            }
             Scope::Var { name: n, cell, parent } => {
                 if root.is_none() && *n == name_sym {
                     Ok(*cell)
@@ -1806,7 +1879,7 @@ impl Machine {
             Scope::Ns { ns, parent } => self.lookup_in(*parent, name, Some(root.unwrap_or(*ns))),
             Scope::Instance { instance } => {
                 if name_sym == self.symbols.self_ {
-                    return Ok(self.instances[*instance as usize].self_cell);
+                    return Ok(self.self_cell(*instance));
                 }
                 match (self.slot(*instance, name_sym), root) {
                     (Some(c), _) => Ok(c),
@@ -1824,10 +1897,10 @@ impl Machine {
 
     fn ns_lookup(&self, ns: NsId, sym: Symbol, name: VarRef) -> R<CellId> {
         let scope = self.ns_scopes[ns.index()];
-        if let Scope::Block { slots, .. } = &self.scopes[scope as usize]
-            && let Some((_, c)) = slots.iter().find(|(n, _)| *n == sym)
+        if let Scope::Block { block, first, .. } = &self.scopes[scope as usize]
+            && let Some(i) = self.block_variables[block.index()].iter().position(|n| *n == sym)
         {
-            return Ok(*c);
+            return Ok(first + i as CellId);
         }
         let text = match name {
             VarRef::Qualified(ns, s) => {
@@ -1863,9 +1936,7 @@ impl Machine {
 
     /// For plugins: an instance attribute, or the cell to wait for.
     pub fn attribute_value(&mut self, inst: InstanceId, name: &str) -> R<Value> {
-        let Some(cell) =
-            self.instances[inst as usize].slots.iter().find(|(n, _)| self.program.name(*n) == name).map(|s| s.1)
-        else {
+        let Some(cell) = self.instance_slots(inst).find(|(n, _)| self.program.name(*n) == name).map(|s| s.1) else {
             return Err(EvalError::new(
                 ErrorKind::NotFoundException,
                 format!(
@@ -2902,11 +2973,12 @@ impl Machine {
     }
 
     fn instance_scope(&mut self, inst: InstanceId) -> ScopeId {
-        if let Some(s) = self.instances[inst as usize].scope {
-            return s;
+        let existing = self.instances[inst as usize].scope;
+        if existing != NONE {
+            return existing;
         }
         let s = self.push_scope(Scope::Instance { instance: inst });
-        self.instances[inst as usize].scope = Some(s);
+        self.instances[inst as usize].scope = s;
         s
     }
 
@@ -3274,7 +3346,7 @@ impl Machine {
                     EvalError::new(ErrorKind::IndexCollisionException, "Inconsistent indexes detected!\n").at(location)
                 );
             }
-            self.instances[first as usize].locations.push(location);
+            self.add_location(first, location);
             for (k, v) in &direct {
                 self.set_attribute(first, *k, v.clone(), location, true).map_err(|e| e.at(location))?;
             }
@@ -3289,7 +3361,7 @@ impl Machine {
         };
         // The hidden variable holding the new instance shares the instance's own `self` cell:
         // both hold the same value and neither is ever set again.
-        let self_cell = self.instances[inst as usize].self_cell;
+        let self_cell = self.self_cell(inst);
         let self_scope = self.push_scope(Scope::Var { name: ctor.self_name, cell: self_cell, parent: scope });
         for (name, value) in indirect {
             let Some(cell) = self.slot(inst, name) else { continue };
@@ -3325,16 +3397,8 @@ impl Machine {
     fn new_instance(&mut self, entity: EntityId, location: Location) -> InstanceId {
         let p = self.prog();
         let id = self.instances.len() as InstanceId;
-        self.instances.push(Instance {
-            entity,
-            slots: Vec::new(),
-            self_cell: 0,
-            locations: vec![location],
-            implementations: Vec::new(),
-            scope: None,
-        });
-        let mut slots = Vec::with_capacity(p.entity(entity).slots.len());
-        for &(name, attr) in &p.entity(entity).slots {
+        let first_cell = self.cells.len() as CellId;
+        for &(_, attr) in &p.entity(entity).slots {
             let a = p.attribute(attr);
             // The cell's type check is the attribute's, looked up through `link` when set.
             let kind = match a.kind {
@@ -3350,12 +3414,17 @@ impl Machine {
             if self.cells[cid as usize].is_delayed() && self.can_get(cid) {
                 self.queue(cid);
             }
-            slots.push((name, cid));
         }
         let self_cell = self.plain_with(Value::Instance(id), Some(location));
-        let inst = &mut self.instances[id as usize];
-        inst.slots = slots;
-        inst.self_cell = self_cell;
+        debug_assert_eq!(self_cell, first_cell + p.entity(entity).slots.len() as CellId);
+        self.instances.push(Instance {
+            entity,
+            first_cell,
+            location,
+            more_locations: NONE,
+            scope: NONE,
+            implementations: SmallVec::new(),
+        });
         id
     }
 

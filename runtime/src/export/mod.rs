@@ -82,7 +82,7 @@ impl Model {
     /// The location an instance was constructed at (the last constructor, as the reference
     /// reports it).
     pub(crate) fn location_of(&self, instance: u32) -> Option<Location> {
-        self.machine.instances[instance as usize].locations.last().copied()
+        Some(self.machine.last_location(instance))
     }
 
     /// Python's `str()` of a value, instances as `Entity (instantiated at file:line)`.
@@ -113,7 +113,8 @@ impl Model {
         let Some(&(_, attr)) = entity.slots.iter().find(|(symbol, _)| program.name(*symbol) == name) else {
             return Read::Missing;
         };
-        let Some(&(_, cell)) = inst.slots.iter().find(|(symbol, _)| program.name(*symbol) == name) else {
+        let Some((_, cell)) = self.machine.instance_slots(instance).find(|(symbol, _)| program.name(*symbol) == name)
+        else {
             return Read::Missing;
         };
         let value = self.machine.peek(cell).unwrap_or(Value::Null);
