@@ -154,17 +154,15 @@ pub enum CellKind {
 /// the waiter list lives in the machine's shared node arena (`WaitNodes`).
 pub struct Cell {
     pub value: Option<Value>,
-    /// What only list cells and listening proxies need, out of line to keep the common cell
-    /// small.
+    /// What only delayed cells (lists, options) and listening proxies need, out of line to
+    /// keep the common cell small.
     ext: Option<Box<CellExt>>,
     /// Attribute cells: the owning instance and the attribute. Proxies: the target cell in
     /// the first field once connected. `NONE` where absent.
     link: (u32, u32),
-    /// Where the value was set; `file` is `NONE` before that.
-    location: Location,
+    /// Where the value was set: an index in the machine's `LocationTable`, `NONE` before.
+    location: u32,
     waiters: WaitList,
-    /// Acquired and fulfilled promises of a delayed cell, while `tracks_promises`.
-    promises: (u32, u32),
     ty: PackedType,
     pub kind: CellKind,
     pub has_value: bool,
@@ -174,6 +172,11 @@ pub struct Cell {
 }
 
 const NONE: u32 = u32::MAX;
+
+// A cell is 64 bytes on 64-bit targets: one cache line, and a million-instance model has
+// twenty million of them. Growing it is a decision, not an accident.
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(std::mem::size_of::<Cell>() == 64);
 
 /// A cell's type check, in four bytes: `CellType` for cells that are not attributes, or "the
 /// owning attribute's type", looked up when a value is set.
@@ -258,10 +261,18 @@ pub struct CellExt {
     // Proxies.
     proxy_listener: Option<(CollectorId, Location)>,
     notify_listener: bool,
+    /// Promises acquired on a delayed cell and not yet fulfilled, while `tracks_promises`.
+    outstanding: u32,
 }
 
-static EMPTY_EXT: CellExt =
-    CellExt { items: Vec::new(), listeners: None, nb_gradual_waiters: 0, proxy_listener: None, notify_listener: false };
+static EMPTY_EXT: CellExt = CellExt {
+    items: Vec::new(),
+    listeners: None,
+    nb_gradual_waiters: 0,
+    proxy_listener: None,
+    notify_listener: false,
+    outstanding: 0,
+};
 
 impl Cell {
     fn x(&self) -> &CellExt {
@@ -287,9 +298,8 @@ impl Cell {
             value: None,
             has_value: false,
             queued: false,
-            location: Location::new(weft_ir::FileId(NONE), weft_ir::Span { start: 0, end: 0 }),
+            location: NONE,
             waiters: WaitList::EMPTY,
-            promises: (0, 0),
             tracks_promises: matches!(kind, CellKind::Option | CellKind::List | CellKind::ListLiteral),
             ext: if matches!(kind, CellKind::List | CellKind::ListLiteral) {
                 Some(Box::new(CellExt { listeners: Some(Vec::new()), ..CellExt::default() }))
@@ -313,13 +323,30 @@ impl Cell {
         (self.kind == CellKind::Proxy && self.link.0 != NONE).then_some(self.link.0)
     }
 
-    /// Where the value was set.
-    pub fn location(&self) -> Option<Location> {
-        (self.location.file.0 != NONE).then_some(self.location)
+}
+
+/// The distinct locations cells were set at, so that a cell stores a four-byte index instead
+/// of a twelve-byte location. There are as many as the program has statements and
+/// expressions at most, so the table stays small and hot in the cache.
+#[derive(Default)]
+struct LocationTable {
+    list: Vec<Location>,
+    index: HashMap<Location, u32>,
+}
+
+impl LocationTable {
+    fn intern(&mut self, location: Location) -> u32 {
+        if let Some(&i) = self.index.get(&location) {
+            return i;
+        }
+        let i = self.list.len() as u32;
+        self.list.push(location);
+        self.index.insert(location, i);
+        i
     }
 
-    fn promises(&self) -> Option<(u32, u32)> {
-        self.tracks_promises.then_some(self.promises)
+    fn get(&self, i: u32) -> Option<Location> {
+        self.list.get(i as usize).copied()
     }
 }
 
@@ -583,6 +610,8 @@ pub struct Machine {
     eager: Vec<EagerPromise>,
     comps: Vec<CompHelper>,
     pub instances: Vec<Instance>,
+    /// Where cells were set (see `Cell::location`).
+    locations: LocationTable,
     /// Constructor locations after an instance's first (see `Instance::more_locations`).
     more_locations: Vec<Vec<Location>>,
     /// Per block, its distinct variables in declaration order (see `Scope::Block`).
@@ -712,6 +741,7 @@ impl Machine {
             comps: Vec::new(),
             instances: Vec::new(),
             more_locations: Vec::new(),
+            locations: LocationTable::default(),
             block_variables,
             entities,
             ns_scopes: Vec::new(),
@@ -806,7 +836,7 @@ impl Machine {
         c.value = Some(value);
         c.has_value = true;
         if let Some(l) = location {
-            c.location = l;
+            c.location = self.locations.intern(l);
         }
         id
     }
@@ -821,10 +851,8 @@ impl Machine {
 
     /// Promises acquired on a delayed cell and not yet fulfilled.
     pub fn outstanding_providers(&self, cell: CellId) -> i64 {
-        match self.cells[cell as usize].promises() {
-            Some((acquired, done)) => acquired as i64 - done as i64,
-            None => 0,
-        }
+        let c = &self.cells[cell as usize];
+        if c.tracks_promises { c.x().outstanding as i64 } else { 0 }
     }
 
     fn relation_bounds(&self, cell: CellId) -> Option<(i64, Option<i64>)> {
@@ -897,7 +925,7 @@ impl Machine {
         if !c.tracks_promises {
             return None;
         }
-        c.promises.0 += 1;
+        c.xm().outstanding += 1;
         let id = self.promises.len() as PromiseId;
         self.promises.push(Promise { owner: cell, done: false });
         Some(id)
@@ -915,7 +943,7 @@ impl Machine {
         if !c.tracks_promises {
             return;
         }
-        c.promises.1 += 1;
+        c.xm().outstanding -= 1;
         if self.can_get(cell) {
             self.queue(cell);
         }
@@ -1052,6 +1080,11 @@ impl Machine {
                 }
             }
         }
+    }
+
+    /// Where a cell's value was set.
+    pub fn cell_location(&self, cell: CellId) -> Option<Location> {
+        self.locations.get(self.cells[cell as usize].location)
     }
 
     pub fn has_value(&self, cell: CellId) -> bool {
@@ -1297,7 +1330,7 @@ impl Machine {
                 }
                 let c = &mut self.cells[cell as usize];
                 c.value = Some(value.clone());
-                c.location = location;
+                c.location = self.locations.intern(location);
                 c.has_value = true;
                 if kind == CellKind::Single && recur {
                     self.set_inverse(cell, &value, location)?;
@@ -1332,7 +1365,7 @@ impl Machine {
                 }
                 let c = &mut self.cells[cell as usize];
                 c.value = Some(value);
-                c.location = location;
+                c.location = self.locations.intern(location);
                 self.freeze(cell);
                 Ok(())
             }
@@ -1443,7 +1476,7 @@ impl Machine {
     }
 
     fn double_set(&self, cell: CellId, old: &Value, new: &Value, location: Location) -> EvalError {
-        let old_at = self.cells[cell as usize].location().map(|l| self.program.location_text(l)).unwrap_or_default();
+        let old_at = self.cell_location(cell).map(|l| self.program.location_text(l)).unwrap_or_default();
         EvalError::new(
             ErrorKind::DoubleSetException,
             format!(
@@ -3774,5 +3807,24 @@ mod pyformat {
             None if spec.is_empty() => Ok(render(v)),
             None => Err(format!("Invalid f-string: unsupported format string passed to {}.__format__", v.type_name())),
         }
+    }
+}
+
+#[cfg(test)]
+mod size_probe {
+    #[test]
+    fn print_sizes() {
+        eprintln!(
+            "SIZES body {} waiter {} reqs {} key {} exec {} resumer {} values {} scope {} instance {}",
+            std::mem::size_of::<super::Body>(),
+            std::mem::size_of::<super::Waiter>(),
+            std::mem::size_of::<super::Reqs>(),
+            std::mem::size_of::<super::Key>(),
+            std::mem::size_of::<super::Exec>(),
+            std::mem::size_of::<super::Resumer>(),
+            std::mem::size_of::<super::Values>(),
+            std::mem::size_of::<super::Scope>(),
+            std::mem::size_of::<super::Instance>()
+        );
     }
 }
