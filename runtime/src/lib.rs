@@ -88,6 +88,11 @@ pub fn run(executable: &Executable, options: &Options) -> (Outcome, Option<expor
         data_dir: options.data_dir.clone(),
     };
     let mut machine = Machine::new(program.clone(), executable.code.clone(), Box::new(host));
+    // Evaluation runs on one thread; with a second core (`--jobs` above 1), other threads take
+    // the page faults of its largest tables.
+    if rayon::current_num_threads() > 1 {
+        machine.prefault_tables();
+    }
     let result = scheduler::run(&mut machine, options.max_iterations.unwrap_or(MAX_ITERATIONS));
     let mut outcome =
         Outcome { instances: machine.instances.len(), tables: machine.table_sizes(), ..Outcome::default() };

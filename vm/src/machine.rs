@@ -757,6 +757,13 @@ impl Machine {
         }
     }
 
+    /// Has background threads prepare the memory of the cell and task tables (see
+    /// [`Table::prefault`]), for when a core is free to do it.
+    pub fn prefault_tables(&mut self) {
+        self.cells.prefault();
+        self.waiters.prefault();
+    }
+
     /// Sizes of the machine's tables, for `--stats`.
     pub fn table_sizes(&self) -> String {
         format!(
@@ -3810,21 +3817,3 @@ mod pyformat {
     }
 }
 
-#[cfg(test)]
-mod size_probe {
-    #[test]
-    fn print_sizes() {
-        eprintln!(
-            "SIZES body {} waiter {} reqs {} key {} exec {} resumer {} values {} scope {} instance {}",
-            std::mem::size_of::<super::Body>(),
-            std::mem::size_of::<super::Waiter>(),
-            std::mem::size_of::<super::Reqs>(),
-            std::mem::size_of::<super::Key>(),
-            std::mem::size_of::<super::Exec>(),
-            std::mem::size_of::<super::Resumer>(),
-            std::mem::size_of::<super::Values>(),
-            std::mem::size_of::<super::Scope>(),
-            std::mem::size_of::<super::Instance>()
-        );
-    }
-}

@@ -7,6 +7,7 @@
 //! table never moves an element and grows by one chunk at a time, so its peak is its size.
 
 use std::ops::{Index, IndexMut};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
 /// Elements per chunk: 2^14, so that a chunk of the largest element type (about 100 bytes) is
 /// under 2 MB and the chunk directory of a million-instance model stays small.
@@ -17,17 +18,67 @@ const CHUNK_MASK: usize = CHUNK_LEN - 1;
 pub struct Table<T> {
     chunks: Vec<Vec<T>>,
     len: usize,
+    /// Empty chunks whose memory another thread already touched, when prefaulting is on.
+    prefaulted: Option<Receiver<Vec<T>>>,
 }
 
 impl<T> Default for Table<T> {
     fn default() -> Self {
-        Table { chunks: Vec::new(), len: 0 }
+        Table { chunks: Vec::new(), len: 0, prefaulted: None }
+    }
+}
+
+/// Chunks a prefaulting thread keeps ready besides the one it hands over: none, because a
+/// table fills a chunk in milliseconds and the thread prepares the next one in well under
+/// that, and an unused chunk at the end is memory for nothing.
+const PREFAULTED_CHUNKS: usize = 0;
+
+/// The size of the smallest page: touching one byte per page makes the kernel provide it.
+const PAGE: usize = 4096;
+
+/// Allocates empty chunks and touches each page of their memory, so that the page faults
+/// (the kernel zeroing fresh pages, which on a virtual machine costs as much as the
+/// evaluation itself on large models) happen on this thread instead of the evaluator's.
+/// It stops when the table is dropped.
+fn prefault_chunks<T>(ready: SyncSender<Vec<T>>) {
+    loop {
+        let mut chunk: Vec<T> = Vec::with_capacity(CHUNK_LEN);
+        let spare = chunk.spare_capacity_mut();
+        let bytes = std::mem::size_of_val(spare);
+        let base = spare.as_mut_ptr().cast::<u8>();
+        for offset in (0..bytes).step_by(PAGE) {
+            // SAFETY: `offset < bytes`, so the write stays inside the chunk's allocation, whose
+            // spare capacity is uninitialised memory owned by `chunk`: writing a byte there is
+            // allowed and no element is created (the length stays 0). The volatile write keeps
+            // the compiler from dropping a store nothing reads.
+            unsafe { base.add(offset).write_volatile(0) };
+        }
+        if ready.send(chunk).is_err() {
+            return;
+        }
     }
 }
 
 impl<T> Table<T> {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Has a background thread allocate and touch the table's next chunks ahead of time (see
+    /// [`prefault_chunks`]). Worth it only when a core is free for it.
+    pub fn prefault(&mut self)
+    where
+        T: Send + 'static,
+    {
+        if self.prefaulted.is_some() {
+            return;
+        }
+        let (ready, chunks) = sync_channel(PREFAULTED_CHUNKS);
+        let spawned = std::thread::Builder::new().name("weft-prefault".into()).spawn(move || prefault_chunks(ready));
+        // Without the thread the table allocates its chunks itself, as it does by default.
+        if spawned.is_ok() {
+            self.prefaulted = Some(chunks);
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -42,7 +93,8 @@ impl<T> Table<T> {
     pub fn push(&mut self, value: T) -> usize {
         let index = self.len;
         if index & CHUNK_MASK == 0 {
-            self.chunks.push(Vec::with_capacity(CHUNK_LEN));
+            let chunk = self.prefaulted.as_ref().and_then(|ready| ready.try_recv().ok());
+            self.chunks.push(chunk.unwrap_or_else(|| Vec::with_capacity(CHUNK_LEN)));
         }
         // The chunk was created with its full capacity, so this push never reallocates.
         self.chunks.last_mut().expect("a chunk exists").push(value);
@@ -93,5 +145,15 @@ mod tests {
         table[3] = 42;
         assert_eq!(table.iter().nth(3), Some(&42));
         assert_eq!(table.iter().count(), table.len());
+    }
+
+    #[test]
+    fn prefaulted_chunks_hold_the_same_elements() {
+        let mut table = Table::new();
+        table.prefault();
+        for i in 0..(CHUNK_LEN * 3 + 5) {
+            assert_eq!(table.push(i as u64), i);
+        }
+        assert!(table.iter().copied().eq(0..(CHUNK_LEN * 3 + 5) as u64));
     }
 }
