@@ -29,8 +29,12 @@ impl WaitQueue {
 
     /// Takes the cells the machine queued since the last call.
     fn absorb(&mut self, machine: &mut Machine) {
-        while let Some(c) = machine.wait_queue.pop_front() {
-            self.push(machine, c);
+        while let Some((c, relation)) = machine.wait_queue.pop_front() {
+            if relation {
+                self.relations.push_back(c);
+            } else {
+                self.others.push_back(c);
+            }
         }
     }
 

@@ -621,7 +621,9 @@ pub struct Machine {
     /// FIFO of ready tasks.
     pub run_queue: VecDeque<WaiterId>,
     /// Delayed cells that may be complete, in the order they were queued.
-    pub wait_queue: VecDeque<CellId>,
+    /// With each cell, whether it is a relation (the scheduler's queue puts relations first),
+    /// read while the cell is at hand so the scheduler need not load it again.
+    pub wait_queue: VecDeque<(CellId, bool)>,
     /// Pending (not finished) tasks, in creation order.
     pub all_waiters: pending::Pending,
     host: Option<Box<dyn Host>>,
@@ -902,7 +904,8 @@ impl Machine {
             return;
         }
         c.queued = true;
-        self.wait_queue.push_back(cell);
+        let relation = matches!(c.kind, CellKind::Option | CellKind::List);
+        self.wait_queue.push_back((cell, relation));
     }
 
     pub fn unqueue(&mut self, cell: CellId) {
