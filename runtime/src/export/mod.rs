@@ -45,6 +45,14 @@ pub struct Model {
     machine: Machine,
 }
 
+impl Model {
+    /// Releases the model at the end of a command without freeing its tables (see
+    /// [`Machine::release_without_freeing`]).
+    pub fn release_without_freeing(self) {
+        self.machine.release_without_freeing();
+    }
+}
+
 impl std::fmt::Debug for Model {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Model").field("instances", &self.machine.instances.len()).finish()
