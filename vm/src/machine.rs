@@ -759,11 +759,11 @@ impl Machine {
         }
     }
 
-    /// Has background threads prepare the memory of the cell and task tables (see
-    /// [`Table::prefault`]), for when a core is free to do it.
-    pub fn prefault_tables(&mut self) {
-        self.cells.prefault();
-        self.waiters.prefault();
+    /// Jobs that prepare the memory of the cell and task tables ahead of time (see
+    /// [`Table::prefault_job`]), for the caller to run on threads of its own when a core is
+    /// free; the machine creates no threads.
+    pub fn prefault_jobs(&mut self) -> Vec<Box<dyn FnOnce() + Send>> {
+        vec![self.cells.prefault_job(), self.waiters.prefault_job()]
     }
 
     /// Ends the machine without freeing its tables, for a process about to exit: they are

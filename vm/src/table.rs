@@ -38,8 +38,9 @@ const PAGE: usize = 4096;
 
 /// Allocates empty chunks and touches each page of their memory, so that the page faults
 /// (the kernel zeroing fresh pages, which on a virtual machine costs as much as the
-/// evaluation itself on large models) happen on this thread instead of the evaluator's.
-/// It stops when the table is dropped.
+/// evaluation itself on large models) happen on the thread running this instead of the
+/// evaluator's. It stops when the table is dropped. A table whose job never runs just
+/// allocates its chunks itself.
 fn prefault_chunks<T>(ready: SyncSender<Vec<T>>) {
     loop {
         let mut chunk: Vec<T> = Vec::with_capacity(CHUNK_LEN);
@@ -64,21 +65,16 @@ impl<T> Table<T> {
         Self::default()
     }
 
-    /// Has a background thread allocate and touch the table's next chunks ahead of time (see
-    /// [`prefault_chunks`]). Worth it only when a core is free for it.
-    pub fn prefault(&mut self)
+    /// Has the table take its next chunks from the returned job, which allocates them and
+    /// touches their memory ahead of time (see [`prefault_chunks`]) when it runs on another
+    /// thread; the caller decides where it runs, and it stops when the table is dropped.
+    pub fn prefault_job(&mut self) -> Box<dyn FnOnce() + Send>
     where
         T: Send + 'static,
     {
-        if self.prefaulted.is_some() {
-            return;
-        }
         let (ready, chunks) = sync_channel(PREFAULTED_CHUNKS);
-        let spawned = std::thread::Builder::new().name("weft-prefault".into()).spawn(move || prefault_chunks(ready));
-        // Without the thread the table allocates its chunks itself, as it does by default.
-        if spawned.is_ok() {
-            self.prefaulted = Some(chunks);
-        }
+        self.prefaulted = Some(chunks);
+        Box::new(move || prefault_chunks(ready))
     }
 
     pub fn len(&self) -> usize {
@@ -150,7 +146,8 @@ mod tests {
     #[test]
     fn prefaulted_chunks_hold_the_same_elements() {
         let mut table = Table::new();
-        table.prefault();
+        let job = table.prefault_job();
+        std::thread::spawn(job);
         for i in 0..(CHUNK_LEN * 3 + 5) {
             assert_eq!(table.push(i as u64), i);
         }
