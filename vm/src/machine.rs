@@ -322,7 +322,6 @@ impl Cell {
     fn target(&self) -> Option<CellId> {
         (self.kind == CellKind::Proxy && self.link.0 != NONE).then_some(self.link.0)
     }
-
 }
 
 /// The distinct locations cells were set at, so that a cell stores a four-byte index instead
@@ -581,11 +580,15 @@ pub struct Instance {
     pub implementations: SmallVec<[weft_ir::program::ImplId; 4]>,
 }
 
+/// The lookups waiting for one index key: the order in which the key was first queued, and
+/// each lookup's target cell and location.
+type QueuedLookups = (u32, Vec<(CellId, Location)>);
+
 pub struct EntityState {
     index: HashMap<String, InstanceId>,
     /// Lookups waiting for a key, with the order in which each key was first queued (the
     /// final checks report them in that order).
-    index_queue: HashMap<String, (u32, Vec<(CellId, Location)>)>,
+    index_queue: HashMap<String, QueuedLookups>,
     queued_keys: u32,
 }
 
@@ -3622,8 +3625,7 @@ impl Machine {
 
     /// Unmatched index lookups, per entity, for the final checks.
     pub fn pending_lookups(&self, entity: EntityId) -> Vec<(String, Location)> {
-        let mut keys: Vec<(&String, &(u32, Vec<(CellId, Location)>))> =
-            self.entities[entity.index()].index_queue.iter().collect();
+        let mut keys: Vec<(&String, &QueuedLookups)> = self.entities[entity.index()].index_queue.iter().collect();
         keys.sort_by_key(|(_, (order, _))| *order);
         keys.into_iter().flat_map(|(k, (_, ws))| ws.iter().map(move |(_, l)| (k.clone(), *l))).collect()
     }
@@ -3828,4 +3830,3 @@ mod pyformat {
         }
     }
 }
-
