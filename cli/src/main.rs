@@ -521,13 +521,17 @@ fn export(args: &ExportArgs) -> Result<ExitCode> {
     let (evaluated, graph) = evaluate_and_export(&args.project, &args.inputs)?;
     let failed = evaluated.report(&args.project, "export the project")?;
     let Some(graph) = graph.filter(|_| !failed) else { return Ok(ExitCode::from(1)) };
-    let mut text = graph.to_json_text();
-    text.push('\n');
-    if args.output.as_os_str() == "-" {
+    let write = |out: &mut dyn std::io::Write| -> std::io::Result<()> {
         use std::io::Write;
-        std::io::stdout().lock().write_all(text.as_bytes())?;
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, out);
+        graph.write_json(&mut out)?;
+        out.write_all(b"\n")?;
+        out.flush()
+    };
+    if args.output.as_os_str() == "-" {
+        write(&mut std::io::stdout().lock()).map_err(|e| anyhow::anyhow!("cannot write the export: {e}"))?;
     } else {
-        write_atomically(&args.output, text.as_bytes())?;
+        write_atomically_with(&args.output, write)?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -572,14 +576,21 @@ fn inspect(args: &InspectArgs) -> Result<ExitCode> {
 /// Writes a file through a temporary file in the same directory and a rename, so a reader
 /// (or a crash) never sees half of it.
 fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
+    write_atomically_with(path, |out: &mut dyn std::io::Write| out.write_all(bytes))
+}
+
+/// [`write_atomically`], with the content written by `content`.
+fn write_atomically_with(
+    path: &std::path::Path,
+    content: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+) -> Result<()> {
     use anyhow::Context;
-    use std::io::Write;
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
     let name = path.file_name().context("the output path names no file")?.to_string_lossy();
     let temp = dir.join(format!(".{name}.weft-tmp-{}", std::process::id()));
     let write = || -> std::io::Result<()> {
         let mut file = std::fs::File::create(&temp)?;
-        file.write_all(bytes)?;
+        content(&mut file)?;
         file.sync_all()?;
         std::fs::rename(&temp, path)
     };

@@ -111,17 +111,24 @@ impl ResourceGraph {
     /// gives. Each resource is built and written on rayon's pool, and the pieces are joined
     /// in graph order, so the text does not depend on the number of threads.
     pub fn to_json_text(&self) -> String {
+        let mut bytes = Vec::new();
+        self.write_json(&mut bytes).expect("writing to a vector does not fail");
+        String::from_utf8(bytes).expect("serde_json writes UTF-8")
+    }
+
+    /// [`Self::to_json_text`], written to `out` piece by piece: the pieces are built in
+    /// parallel, and the whole text is never held in memory twice (on a million-resource
+    /// model it is a few hundred megabytes).
+    pub fn write_json(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
         let pieces: Vec<String> = self.resources.par_iter().map(|r| self.resource_json(r).to_string()).collect();
-        let mut text = String::with_capacity(pieces.iter().map(|p| p.len() + 1).sum::<usize>() + 2);
-        text.push('[');
+        out.write_all(b"[")?;
         for (i, piece) in pieces.iter().enumerate() {
             if i > 0 {
-                text.push(',');
+                out.write_all(b",")?;
             }
-            text.push_str(piece);
+            out.write_all(piece.as_bytes())?;
         }
-        text.push(']');
-        text
+        out.write_all(b"]")
     }
 
     /// One resource of the export JSON: its fields, then `requires` and `id`.
