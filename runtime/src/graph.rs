@@ -9,6 +9,7 @@
 //! reference are `null`, with a `core::Replace` mutator naming the reference by id; only the
 //! apply step, on the host, resolves it into a private copy of the fields.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -64,13 +65,77 @@ impl fmt::Display for ResourceId {
     }
 }
 
+/// A resource's fields, sorted by name: the order the export JSON writes them in (that of
+/// `serde_json`'s map). A name from a resource type's table is shared with the table instead
+/// of copied into every resource: with a map of owned strings, the fields were most of a
+/// large export's memory.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Fields(Vec<(Cow<'static, str>, Json)>);
+
+impl Fields {
+    pub fn new() -> Fields {
+        Fields::default()
+    }
+
+    fn position(&self, name: &str) -> Result<usize, usize> {
+        self.0.binary_search_by(|(n, _)| n.as_ref().cmp(name))
+    }
+
+    /// A field's value.
+    pub fn get(&self, name: &str) -> Option<&Json> {
+        self.position(name).ok().map(|i| &self.0[i].1)
+    }
+
+    /// Sets a field, replacing the value it had.
+    pub fn insert(&mut self, name: impl Into<Cow<'static, str>>, value: Json) {
+        let name = name.into();
+        match self.position(&name) {
+            Ok(i) => self.0[i].1 = value,
+            Err(i) => self.0.insert(i, (name, value)),
+        }
+    }
+
+    /// Removes a field and returns its value.
+    pub fn remove(&mut self, name: &str) -> Option<Json> {
+        self.position(name).ok().map(|i| self.0.remove(i).1)
+    }
+
+    /// The fields in name order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Json)> + '_ {
+        self.0.iter().map(|(n, v)| (n.as_ref(), v))
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The fields as a JSON object, for the handlers and the export JSON.
+    pub fn to_map(&self) -> Map<String, Json> {
+        self.0.iter().map(|(n, v)| (n.to_string(), v.clone())).collect()
+    }
+}
+
+impl From<Map<String, Json>> for Fields {
+    fn from(map: Map<String, Json>) -> Fields {
+        let mut fields: Vec<(Cow<'static, str>, Json)> = map.into_iter().map(|(n, v)| (Cow::Owned(n), v)).collect();
+        // A map's keys are unique; its order is already sorted unless `serde_json` keeps
+        // insertion order.
+        fields.sort_by(|a, b| a.0.cmp(&b.0));
+        Fields(fields)
+    }
+}
+
 /// One resource of the graph.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Resource {
     pub id: ResourceId,
-    /// Every field of the resource type, in the type's field order, including `references`
-    /// and `mutators`; an Unknown value is the string `"<<undefined>>"`.
-    pub fields: Map<String, Json>,
+    /// Every field of the resource type, including `references` and `mutators`; an Unknown
+    /// value is the string `"<<undefined>>"`.
+    pub fields: Fields,
     /// Indices (into [`ResourceGraph::resources`]) of the resources this one requires,
     /// sorted and without duplicates.
     pub requires: Vec<usize>,
@@ -133,7 +198,7 @@ impl ResourceGraph {
 
     /// One resource of the export JSON: its fields, then `requires` and `id`.
     fn resource_json(&self, resource: &Resource) -> Json {
-        let mut object = resource.fields.clone();
+        let mut object = resource.fields.to_map();
         let requires = resource.requires.iter().map(|&i| Json::String(self.resources[i].id.to_string())).collect();
         object.insert("requires".to_string(), Json::Array(requires));
         object.insert("id".to_string(), Json::String(resource.id.with_version(self.version)));
@@ -153,7 +218,7 @@ impl ResourceGraph {
             let Json::Object(object) = item else {
                 return Err(format!("resource {n}: not a JSON object"));
             };
-            let mut fields = object.clone();
+            let mut fields = Fields::from(object.clone());
             let id_text = match fields.remove("id") {
                 Some(Json::String(s)) => s,
                 _ => return Err(format!("resource {n}: no `id` string")),
@@ -173,7 +238,7 @@ impl ResourceGraph {
                 None => Vec::new(),
                 Some(other) => return Err(format!("resource {id}: requires is {other}, not a list")),
             };
-            let undefined = fields.values().any(|v| v.as_str() == Some(UNDEFINED));
+            let undefined = fields.iter().any(|(_, v)| v.as_str() == Some(UNDEFINED));
             if by_id.insert(id.clone(), graph.resources.len()).is_some() {
                 return Err(format!("resource {id} exists more than once"));
             }
@@ -221,9 +286,9 @@ mod tests {
                 attribute: "name".to_string(),
                 value: format!("r\"{n}\u{e9}"),
             };
-            let mut fields = Map::new();
-            fields.insert("name".to_string(), Json::String(id.value.clone()));
-            fields.insert("value".to_string(), serde_json::json!({"n": n, "f": 1.5, "list": [null, true, "x\ny"]}));
+            let mut fields = Fields::new();
+            fields.insert("name", Json::String(id.value.clone()));
+            fields.insert("value", serde_json::json!({"n": n, "f": 1.5, "list": [null, true, "x\ny"]}));
             let requires = (0..n).filter(|r| r % 4 == n % 4).collect();
             graph.resources.push(Resource { id, fields, requires, undefined: false });
         }

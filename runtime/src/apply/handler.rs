@@ -209,9 +209,11 @@ impl<'g> Engine<'g> {
     }
 
     /// Deploys one resource whose requirements all succeeded.
-    pub fn deploy(&self, id: &ResourceId, fields: &Map<String, Json>, notified: bool) -> ResourceReport {
+    pub fn deploy(&self, id: &ResourceId, fields: &crate::graph::Fields, notified: bool) -> ResourceReport {
         let id_text = id.to_string();
-        let resolved = match secrets::resolve(fields, &self.environment) {
+        // The handlers read a JSON object; one resource's copy lives only for its deployment.
+        let object = fields.to_map();
+        let resolved = match secrets::resolve(&object, &self.environment) {
             Ok(resolved) => resolved,
             Err(error) => return failure(id_text, ResourceError::from(error), notified),
         };

@@ -250,7 +250,7 @@ impl<'g> Run<'g> {
                 .fields
                 .iter()
                 .filter(|(_, v)| v.as_str() == Some(UNDEFINED))
-                .map(|(k, _)| k.as_str())
+                .map(|(k, _)| k)
                 .collect();
             return not_deployed(Status::Skipped, format!("undefined: the value of {} is unknown", unknown.join(", ")));
         }
@@ -302,7 +302,7 @@ mod tests {
                     attribute: "name".into(),
                     value: n.to_string(),
                 },
-                fields: serde_json::Map::new(),
+                fields: crate::graph::Fields::new(),
                 requires: requires.to_vec(),
                 undefined: false,
             })

@@ -310,7 +310,7 @@ impl<'m> Exporter<'m> {
             Err(IdFailure::Wait(never)) => match never {},
         };
         let mut collector = values::ReferenceCollector::new(id.to_string());
-        let mut fields = serde_json::Map::new();
+        let mut fields = crate::graph::Fields::new();
         let mut undefined = false;
         let mut files = Vec::new();
         for &(name, getter) in ty.fields {
@@ -336,11 +336,11 @@ impl<'m> Exporter<'m> {
                     serde_json::Value::String(crate::graph::UNDEFINED.to_string())
                 }
             };
-            fields.insert(name.to_string(), json);
+            fields.insert(name, json);
         }
         let (references, mutators) = collector.finish();
-        fields.insert("references".to_string(), serde_json::Value::Array(references));
-        fields.insert("mutators".to_string(), serde_json::Value::Array(mutators));
+        fields.insert("references", serde_json::Value::Array(references));
+        fields.insert("mutators", serde_json::Value::Array(mutators));
         Ok((Resource { id, fields, requires: Vec::new(), undefined }, files))
     }
 
