@@ -246,12 +246,8 @@ impl<'g> Run<'g> {
             return not_deployed(Status::Failed, format!("requires resource #{missing}, which is not in the graph"));
         }
         if resource.undefined {
-            let unknown: Vec<&str> = resource
-                .fields
-                .iter()
-                .filter(|(_, v)| v.as_str() == Some(UNDEFINED))
-                .map(|(k, _)| k)
-                .collect();
+            let unknown: Vec<&str> =
+                resource.fields.iter().filter(|(_, v)| v.as_str() == Some(UNDEFINED)).map(|(k, _)| k).collect();
             return not_deployed(Status::Skipped, format!("undefined: the value of {} is unknown", unknown.join(", ")));
         }
         // A report-only resource changes nothing, so, as in the reference, it is compared
