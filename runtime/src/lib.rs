@@ -356,6 +356,7 @@ impl plugins::PluginHost for Adapter<'_> {
 }
 
 fn plugin_error(e: EvalError) -> plugins::PluginError {
+    let e = e.into_data();
     match e.unset {
         Some(cell) => plugins::PluginError::Unset(cell),
         None => plugins::PluginError::Wrapped { kind: e.kind, message: e.message },

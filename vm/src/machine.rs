@@ -25,9 +25,29 @@ pub type CollectorId = u32;
 pub type PromiseId = u32;
 pub type InstanceId = u32;
 
+/// An evaluation error (see [`EvalErrorData`]), boxed: every evaluation step returns a
+/// `Result` with it, and errors are rare, so the `Result` stays the size of its value
+/// instead of carrying a 64-byte error through every return.
+#[derive(Clone, Debug)]
+pub struct EvalError(Box<EvalErrorData>);
+
+impl std::ops::Deref for EvalError {
+    type Target = EvalErrorData;
+
+    fn deref(&self) -> &EvalErrorData {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for EvalError {
+    fn deref_mut(&mut self) -> &mut EvalErrorData {
+        &mut self.0
+    }
+}
+
 /// An evaluation error: the reference's exception kind, its message, where, and what it wraps.
 #[derive(Clone, Debug)]
-pub struct EvalError {
+pub struct EvalErrorData {
     pub kind: ErrorKind,
     pub message: String,
     pub location: Option<Location>,
@@ -38,7 +58,20 @@ pub struct EvalError {
 
 impl EvalError {
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        EvalError { kind, message: message.into(), location: None, cause: None, unset: None }
+        EvalError(Box::new(EvalErrorData { kind, message: message.into(), location: None, cause: None, unset: None }))
+    }
+
+    /// The error's parts, owned.
+    pub fn into_data(self) -> EvalErrorData {
+        *self.0
+    }
+
+    /// "Value not available": a value a plugin or an operation needed is not set yet; the
+    /// task waits for `cell` and retries.
+    fn unset(cell: CellId) -> Self {
+        let mut e = rt("Value not available");
+        e.unset = Some(cell);
+        e
     }
 
     pub fn at(mut self, location: Location) -> Self {
@@ -49,7 +82,9 @@ impl EvalError {
     }
 
     fn wrap(kind: ErrorKind, message: impl Into<String>, cause: EvalError) -> Self {
-        EvalError { kind, message: message.into(), location: None, cause: Some(Box::new(cause)), unset: None }
+        let mut e = EvalError::new(kind, message);
+        e.cause = Some(Box::new(cause));
+        e
     }
 
     /// The reference's ordering weight for errors reported together.
@@ -1131,14 +1166,14 @@ impl Machine {
             CellKind::List | CellKind::ListLiteral => {
                 let c = &self.cells[cell as usize];
                 if !c.has_value {
-                    return Err(EvalError { unset: Some(cell), ..rt("Value not available") });
+                    return Err(EvalError::unset(cell));
                 }
                 Ok(Value::List(Arc::from(&c.x().items[..])))
             }
             CellKind::Option => {
                 let c = &self.cells[cell as usize];
                 if !c.has_value {
-                    return Err(EvalError { unset: Some(cell), ..rt("Value not available") });
+                    return Err(EvalError::unset(cell));
                 }
                 match &c.value {
                     Some(v) if !matches!(v, Value::Null) => Ok(v.clone()),
@@ -1161,7 +1196,7 @@ impl Machine {
             _ => {
                 let c = &self.cells[cell as usize];
                 if !c.has_value {
-                    return Err(EvalError { unset: Some(cell), ..rt("Value not available") });
+                    return Err(EvalError::unset(cell));
                 }
                 Ok(c.value.clone().unwrap_or(Value::Null))
             }
@@ -1984,7 +2019,7 @@ impl Machine {
         let sym = self.symbol(name);
         let cell = self.lookup_in(scope, VarRef::Name(sym), None)?;
         if !self.is_ready(cell) {
-            return Err(EvalError { unset: Some(cell), ..rt("Value not available") });
+            return Err(EvalError::unset(cell));
         }
         self.get_value(cell)
     }
@@ -2001,7 +2036,7 @@ impl Machine {
             ));
         };
         if !self.is_ready(cell) {
-            return Err(EvalError { unset: Some(cell), ..rt("Value not available") });
+            return Err(EvalError::unset(cell));
         }
         self.get_value(cell)
     }
