@@ -236,3 +236,27 @@ fn damaged_and_foreign_files_are_refused_with_one_line() {
         }
     }
 }
+
+#[test]
+fn python_plugins_unpacked_for_a_run_are_removed_when_it_ends() {
+    // A model whose plugin runs in Python: the artifact carries the module's Python code,
+    // which `weft run` unpacks into a private temporary directory for the plugin bridge.
+    let case =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/conformance/dataclasses/dataclass_passed_to_plugin");
+    let scratch = Scratch::new("python-cleanup");
+    copy_tree(&case, &scratch.path("project"));
+    succeeded(&weft(&scratch.0, &["build", "project", "-o", "model.weft"], &[]));
+    let temp = scratch.path("tmp");
+    std::fs::create_dir_all(&temp).expect("a temporary directory");
+    let temp_text = temp.to_str().expect("a UTF-8 path");
+    for command in ["run", "export"] {
+        let mut args = vec![command, "model.weft"];
+        if command == "export" {
+            args.extend(["-o", "model.json"]);
+        }
+        let out = succeeded(&weft(&scratch.0, &args, &[("TMPDIR", temp_text)]));
+        assert!(out.contains("two:2"), "{command}: the plugin ran: {out}");
+        let left: Vec<_> = std::fs::read_dir(&temp).expect("read the temporary directory").collect();
+        assert!(left.is_empty(), "{command} left {} entries in its temporary directory", left.len());
+    }
+}

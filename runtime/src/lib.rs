@@ -223,7 +223,7 @@ impl RuntimeHost {
         let args = args.into_iter().map(|v| bridge_value(machine, v)).collect::<Result<Vec<_>, _>>()?;
         let kwargs =
             kwargs.into_iter().map(|(k, v)| Ok((k, bridge_value(machine, v)?))).collect::<Result<Vec<_>, _>>()?;
-        match python::call(&package, &module, &signature.name, args, kwargs) {
+        match python::call(self.modules.sandboxes(), &package, &module, &signature.name, args, kwargs) {
             Ok(v) => Ok(v),
             Err(python::BridgeError::Python(class, message)) => Err(PluginFailure::Error(wrap(
                 ErrorKind::ExternalException,

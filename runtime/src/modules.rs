@@ -76,6 +76,8 @@ struct Inner {
     /// For each embedded module that carries Python code, its plugin package written out to a
     /// directory, on first use (see [`Modules::python_dir`]).
     python_dirs: BTreeMap<String, OnceLock<Result<Materialized, String>>>,
+    /// Where the Python bridge imports the modules' packages from; removed with the modules.
+    sandboxes: crate::python::Sandboxes,
 }
 
 enum Backing {
@@ -179,7 +181,14 @@ impl Modules {
             .filter(|(_, backing)| matches!(backing, Backing::Embedded(module) if !module.python.is_empty()))
             .map(|(name, _)| (name.clone(), OnceLock::new()))
             .collect();
-        Modules { inner: Arc::new(Inner { modules, registrations: OnceLock::new(), python_dirs }) }
+        Modules {
+            inner: Arc::new(Inner {
+                modules,
+                registrations: OnceLock::new(),
+                python_dirs,
+                sandboxes: Default::default(),
+            }),
+        }
     }
 
     /// The embedded form of every module: the files of a module's `templates/` and `files/`
@@ -238,6 +247,11 @@ impl Modules {
             },
             None => Err(format!("the module {module} has no Python code on disk")),
         }
+    }
+
+    /// The Python bridge's import directories for these modules.
+    pub(crate) fn sandboxes(&self) -> &crate::python::Sandboxes {
+        &self.inner.sandboxes
     }
 
     /// Whether the module is loaded from an artifact rather than from its directory.

@@ -105,6 +105,7 @@ pub enum BridgeValue {
 /// differs between processes, and between a module on disk and one materialized from an
 /// artifact, and the outcome must not.
 pub fn call(
+    sandboxes: &Sandboxes,
     package: &Path,
     module: &str,
     function: &str,
@@ -112,7 +113,7 @@ pub fn call(
     kwargs: Vec<(String, BridgeValue)>,
 ) -> Result<Value, BridgeError> {
     let top = module.split('.').nth(1).unwrap_or_default();
-    let sandbox = sandbox(package, top).map_err(|e| BridgeError::Unavailable(e.to_string()))?;
+    let sandbox = sandboxes.get(package, top).map_err(|e| BridgeError::Unavailable(e.to_string()))?;
     let scrub = Scrub::new(&sandbox, package, top);
     let request = json!({
         "path": sandbox.to_string_lossy(),
@@ -196,27 +197,48 @@ impl Scrub {
     }
 }
 
-/// The sandboxes made by this process, by the canonical package directory they import.
-static SANDBOXES: Mutex<BTreeMap<(PathBuf, String), PathBuf>> = Mutex::new(BTreeMap::new());
+/// The sandboxes made for one set of modules (see [`crate::modules::Modules`]), by the
+/// canonical package directory they import. Each is removed when the set is dropped, so a
+/// host that evaluates again and again does not collect directories in its temporary
+/// directory.
+#[derive(Debug, Default)]
+pub struct Sandboxes(Mutex<BTreeMap<(PathBuf, String), Sandbox>>);
 
-/// A directory where `inmanta_plugins.<top>` imports the package `package` (a link to it),
-/// made once per package and process, private to this user. Two modules with the same name
-/// in different places (two projects compiled by one process, a module on disk and the same
-/// module materialized from an artifact) get different sandboxes.
-fn sandbox(package: &Path, top: &str) -> std::io::Result<PathBuf> {
-    let package = std::fs::canonicalize(package)?;
-    let mut sandboxes = SANDBOXES.lock().unwrap_or_else(PoisonError::into_inner);
-    let key = (package, top.to_string());
-    if let Some(dir) = sandboxes.get(&key) {
-        return Ok(dir.clone());
+/// A sandbox directory, removed when dropped. It holds a symbolic link to the package, which
+/// the removal deletes without following.
+#[derive(Debug)]
+struct Sandbox {
+    dir: PathBuf,
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
-    let dir = private_dir(&format!("weft-python-{}-{}", std::process::id(), file_name_part(top)))?;
-    let ns = dir.join("inmanta_plugins");
-    std::fs::create_dir(&ns)?;
-    std::fs::write(ns.join("__init__.py"), "")?;
-    symlink(&key.0, &ns.join(top))?;
-    sandboxes.insert(key, dir.clone());
-    Ok(dir)
+}
+
+impl Sandboxes {
+    /// A directory where `inmanta_plugins.<top>` imports the package `package` (a link to
+    /// it), made once per package, private to this user. Two modules with the same name in
+    /// different places (two projects compiled by one process, a module on disk and the same
+    /// module materialized from an artifact) get different sandboxes.
+    fn get(&self, package: &Path, top: &str) -> std::io::Result<PathBuf> {
+        let package = std::fs::canonicalize(package)?;
+        let mut sandboxes = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let key = (package, top.to_string());
+        if let Some(sandbox) = sandboxes.get(&key) {
+            return Ok(sandbox.dir.clone());
+        }
+        let sandbox =
+            Sandbox { dir: private_dir(&format!("weft-python-{}-{}", std::process::id(), file_name_part(top)))? };
+        let ns = sandbox.dir.join("inmanta_plugins");
+        std::fs::create_dir(&ns)?;
+        std::fs::write(ns.join("__init__.py"), "")?;
+        symlink(&key.0, &ns.join(top))?;
+        let dir = sandbox.dir.clone();
+        sandboxes.insert(key, sandbox);
+        Ok(dir)
+    }
 }
 
 #[cfg(unix)]
@@ -305,8 +327,9 @@ mod tests {
         let scratch = tempfile::tempdir().unwrap();
         let package = scratch.path().join("pkg");
         std::fs::create_dir(&package).unwrap();
-        let sandbox = sandbox(&package, "m").unwrap();
-        assert_eq!(super::sandbox(&package, "m").unwrap(), sandbox, "one sandbox per package");
+        let sandboxes = Sandboxes::default();
+        let sandbox = sandboxes.get(&package, "m").unwrap();
+        assert_eq!(sandboxes.get(&package, "m").unwrap(), sandbox, "one sandbox per package");
         let scrub = Scrub::new(&sandbox, &package, "m");
         let message = format!(
             "bad input in {}/inmanta_plugins/m/sub.py and {}/data.txt",
@@ -317,8 +340,12 @@ mod tests {
         // Another package of the same name gets its own sandbox.
         let other = scratch.path().join("other");
         std::fs::create_dir(&other).unwrap();
-        assert_ne!(super::sandbox(&other, "m").unwrap(), sandbox);
-        forget_sandboxes([&package, &other].map(|p| std::fs::canonicalize(p).unwrap()));
+        let other_sandbox = sandboxes.get(&other, "m").unwrap();
+        assert_ne!(other_sandbox, sandbox);
+        // Dropping the set removes its sandboxes, and not the packages they link to.
+        drop(sandboxes);
+        assert!(!sandbox.exists() && !other_sandbox.exists(), "the sandboxes are removed with their set");
+        assert!(package.is_dir() && other.is_dir(), "the packages stay");
     }
 
     /// A plugin of a module embedded in an artifact runs from its materialized package when
@@ -340,7 +367,14 @@ mod tests {
         let on_disk = Modules::from_dirs([("m".to_string(), root.clone())].into());
         let embedded = Modules::from_embedded(on_disk.embed().unwrap());
         let run = |modules: &Modules, function: &str, args: Vec<BridgeValue>| {
-            call(&modules.python_dir("m").unwrap(), "inmanta_plugins.m", function, args, Vec::new())
+            call(
+                modules.sandboxes(),
+                &modules.python_dir("m").unwrap(),
+                "inmanta_plugins.m",
+                function,
+                args,
+                Vec::new(),
+            )
         };
         let where_message = |modules: &Modules| match run(modules, "where", Vec::new()) {
             Err(BridgeError::Python(class, message)) => format!("{class}: {message}"),
@@ -348,20 +382,8 @@ mod tests {
         };
         let from_disk = where_message(&on_disk);
         assert_eq!(from_disk, "ValueError: inmanta_plugins/m/__init__.py");
-        let packages = [std::fs::canonicalize(root.join("plugins")).unwrap()];
         std::fs::remove_dir_all(&root).unwrap();
         assert!(matches!(run(&embedded, "f", vec![BridgeValue::Plain(Value::Int(21))]), Ok(Value::Int(42))));
         assert_eq!(where_message(&embedded), from_disk);
-        let materialized = std::fs::canonicalize(embedded.python_dir("m").unwrap()).unwrap();
-        forget_sandboxes(packages.into_iter().chain([materialized]));
-    }
-
-    /// Removes the sandboxes of the packages, which live as long as the process otherwise.
-    fn forget_sandboxes(packages: impl IntoIterator<Item = PathBuf>) {
-        let mut sandboxes = SANDBOXES.lock().unwrap_or_else(PoisonError::into_inner);
-        for package in packages {
-            let dir = sandboxes.remove(&(package, "m".to_string())).expect("a sandbox was made");
-            std::fs::remove_dir_all(dir).unwrap();
-        }
     }
 }
