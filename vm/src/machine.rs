@@ -124,8 +124,10 @@ pub enum PluginFailure {
     Error(EvalError),
 }
 
-/// What the VM needs from the runtime.
-pub trait Host {
+/// What the VM needs from the runtime. A host is `Send + Sync` so that an evaluated machine
+/// can be read from several threads (the export maps resources in parallel); the machine only
+/// ever calls it through `&mut`.
+pub trait Host: Send + Sync {
     /// Calls a plugin; `scope` is the calling statement's scope (for templates).
     fn call_plugin(
         &mut self,

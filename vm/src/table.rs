@@ -7,6 +7,7 @@
 //! table never moves an element and grows by one chunk at a time, so its peak is its size.
 
 use std::ops::{Index, IndexMut};
+use std::sync::Mutex;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
 /// Elements per chunk: 2^14, so that a chunk of the largest element type (about 100 bytes) is
@@ -18,8 +19,10 @@ const CHUNK_MASK: usize = CHUNK_LEN - 1;
 pub struct Table<T> {
     chunks: Vec<Vec<T>>,
     len: usize,
-    /// Empty chunks whose memory another thread already touched, when prefaulting is on.
-    prefaulted: Option<Receiver<Vec<T>>>,
+    /// Empty chunks whose memory another thread already touched, when prefaulting is on. In
+    /// a mutex only so that a table can be shared between threads once it is complete; the
+    /// table reaches it through `&mut self`, without locking.
+    prefaulted: Option<Mutex<Receiver<Vec<T>>>>,
 }
 
 impl<T> Default for Table<T> {
@@ -73,7 +76,7 @@ impl<T> Table<T> {
         T: Send + 'static,
     {
         let (ready, chunks) = sync_channel(PREFAULTED_CHUNKS);
-        self.prefaulted = Some(chunks);
+        self.prefaulted = Some(Mutex::new(chunks));
         Box::new(move || prefault_chunks(ready))
     }
 
@@ -89,7 +92,7 @@ impl<T> Table<T> {
     pub fn push(&mut self, value: T) -> usize {
         let index = self.len;
         if index & CHUNK_MASK == 0 {
-            let chunk = self.prefaulted.as_ref().and_then(|ready| ready.try_recv().ok());
+            let chunk = self.prefaulted.as_mut().and_then(|ready| ready.get_mut().ok()?.try_recv().ok());
             self.chunks.push(chunk.unwrap_or_else(|| Vec::with_capacity(CHUNK_LEN)));
         }
         // The chunk was created with its full capacity, so this push never reallocates.

@@ -22,6 +22,7 @@ mod id;
 mod types;
 mod values;
 
+use rayon::prelude::*;
 use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
 use std::path::Path;
@@ -271,12 +272,11 @@ impl<'m> Exporter<'m> {
             };
             work.extend(instances.into_iter().map(|instance| (ty, instance)));
         }
-        // Mapping a resource reads the model and nothing else, so the resources could be mapped
-        // in parallel; they are not yet, because the evaluated model holds the evaluation's
-        // plugin host, which cannot be shared between threads. The outcome is then taken in
-        // export order, so the first error is the one a resource-by-resource export meets.
+        // Mapping a resource reads the model and nothing else, so the resources are mapped in
+        // parallel on rayon's pool. The outcome is then taken in export order, so the first
+        // error is the one a resource-by-resource export meets, whatever the threads.
         let mapped: Vec<Result<Mapping, Stop>> =
-            work.iter().map(|&(ty, instance)| Self::map_resource(model, ty, instance)).collect();
+            work.par_iter().map(|&(ty, instance)| Self::map_resource(model, ty, instance)).collect();
         let mut ignored = HashSet::new();
         for (&(_, instance), mapping) in work.iter().zip(mapped) {
             match mapping {
