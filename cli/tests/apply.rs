@@ -9,33 +9,20 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use weft_tests::scratch::Scratch;
+
 fn fixture(case: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/apply").join(case)
 }
 
 /// A scratch directory for one test, removed at the end. As a root it holds what every
 /// host has and models take for granted: `/etc`, `/var/log`, `/srv`.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("weft-apply-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        for base in ["etc", "var/log", "srv"] {
-            std::fs::create_dir_all(dir.join(base)).expect("create a scratch root");
-        }
-        Scratch(dir)
+fn scratch_root(name: &str) -> Scratch {
+    let scratch = Scratch::new("apply", name);
+    for base in ["etc", "var/log", "srv"] {
+        std::fs::create_dir_all(scratch.path(base)).expect("create a scratch root");
     }
-
-    fn path(&self, relative: &str) -> PathBuf {
-        self.0.join(relative.trim_start_matches('/'))
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+    scratch
 }
 
 /// The modules' Python environment, or `None` when network tests are skipped.
@@ -83,7 +70,7 @@ fn statuses(report: &serde_json::Value) -> std::collections::BTreeMap<String, St
 #[test]
 fn files_directories_and_symlinks_are_created_then_left_alone() {
     let Some(env) = modules() else { return };
-    let root = Scratch::new("files");
+    let root = scratch_root("files");
     let case = fixture("files");
 
     let first = apply(&case, &root.0, Some(&env), &[]);
@@ -110,7 +97,7 @@ fn files_directories_and_symlinks_are_created_then_left_alone() {
 #[test]
 fn a_changed_file_is_rewritten_and_dry_run_only_reports_it() {
     let Some(env) = modules() else { return };
-    let root = Scratch::new("drift");
+    let root = scratch_root("drift");
     let case = fixture("files");
     assert!(apply(&case, &root.0, Some(&env), &[]).status.success());
     let config = root.path("/etc/app/app.conf");
@@ -130,7 +117,7 @@ fn a_changed_file_is_rewritten_and_dry_run_only_reports_it() {
 
 #[test]
 fn a_failing_resource_skips_exactly_its_dependents() {
-    let root = Scratch::new("failing");
+    let root = scratch_root("failing");
     let output = apply(&fixture("failing"), &root.0, None, &["--report-format=json"]);
     assert_eq!(output.status.code(), Some(1), "a failed resource fails the apply");
     let got = statuses(&json_report(&output));
@@ -151,7 +138,7 @@ fn a_failing_resource_skips_exactly_its_dependents() {
 
 #[test]
 fn an_agent_deploys_only_its_share() {
-    let root = Scratch::new("agent");
+    let root = scratch_root("agent");
     let output = apply(&fixture("agents"), &root.0, None, &["--agent", "web", "--report-format=json"]);
     assert!(output.status.success(), "{}", text(&output.stderr));
     let got = statuses(&json_report(&output));
@@ -162,7 +149,7 @@ fn an_agent_deploys_only_its_share() {
 #[test]
 fn secrets_reach_the_file_but_no_output() {
     let Some(env) = modules() else { return };
-    let root = Scratch::new("secret");
+    let root = scratch_root("secret");
     let case = fixture("secret");
     let secret = "s3cr3t-value-that-must-not-leak";
     let run = |args: &[&str]| {
@@ -198,7 +185,7 @@ fn secrets_reach_the_file_but_no_output() {
 #[test]
 fn a_command_reloads_when_what_it_requires_changed() {
     let Some(env) = modules() else { return };
-    let root = Scratch::new("reload");
+    let root = scratch_root("reload");
     let case = fixture("reload");
     let log = root.path("/var/log/reloads");
     let lines = || std::fs::read_to_string(&log).unwrap_or_default().lines().count();
@@ -217,8 +204,8 @@ fn a_command_reloads_when_what_it_requires_changed() {
 #[test]
 fn a_killed_apply_leaves_no_partially_written_file() {
     let Some(env) = modules() else { return };
-    let root = Scratch::new("kill");
-    let project = Scratch::new("kill-project");
+    let root = scratch_root("kill");
+    let project = scratch_root("kill-project");
     const FILES: usize = 40;
     let payload: String = (0..250_000).map(|i| format!("{i:07} ")).collect();
     let mut main = String::from("import fs\nimport mitogen\n");

@@ -8,43 +8,10 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use weft_tests::scratch::{Scratch, copy_tree};
+
 fn fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/artifact/inputs")
-}
-
-/// A scratch directory for one test, removed at the end.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("weft-artifact-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("create a scratch directory");
-        Scratch(dir)
-    }
-
-    fn path(&self, relative: &str) -> PathBuf {
-        self.0.join(relative)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("create a directory");
-    for entry in std::fs::read_dir(from).expect("read the fixture") {
-        let entry = entry.expect("a directory entry");
-        let target = to.join(entry.file_name());
-        if entry.file_type().expect("a file type").is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).expect("copy a file");
-        }
-    }
 }
 
 /// Runs `weft <args>` in `cwd`, with a clean environment for the model's inputs.
@@ -76,7 +43,7 @@ fn build(scratch: &Scratch, dir: &str, artifact: &str) -> PathBuf {
 
 #[test]
 fn an_artifact_runs_without_its_sources_and_does_not_depend_on_where_it_was_built() {
-    let scratch = Scratch::new("portable");
+    let scratch = Scratch::new("artifact", "portable");
     let first = build(&scratch, "first/checkout", "first.weft");
     let second = build(&scratch, "elsewhere", "second.weft");
     let bytes = std::fs::read(&first).expect("the artifact exists");
@@ -102,7 +69,7 @@ fn an_artifact_runs_without_its_sources_and_does_not_depend_on_where_it_was_buil
 
 #[test]
 fn export_and_apply_take_an_artifact() {
-    let scratch = Scratch::new("export");
+    let scratch = Scratch::new("artifact", "export");
     let artifact = build(&scratch, "project", "model.weft");
     let artifact = artifact.to_str().expect("a UTF-8 path");
     let facts = fixture().join("facts.json");
@@ -126,7 +93,7 @@ fn export_and_apply_take_an_artifact() {
 
 #[test]
 fn inputs_are_read_on_the_host_each_time_the_artifact_runs() {
-    let scratch = Scratch::new("inputs");
+    let scratch = Scratch::new("artifact", "inputs");
     let artifact = build(&scratch, "project", "model.weft");
     let artifact = artifact.to_str().expect("a UTF-8 path");
     let facts = fixture().join("facts.json");
@@ -159,7 +126,7 @@ fn inputs_are_read_on_the_host_each_time_the_artifact_runs() {
 
 #[test]
 fn inspect_describes_the_artifact_and_its_inputs() {
-    let scratch = Scratch::new("inspect");
+    let scratch = Scratch::new("artifact", "inspect");
     let artifact = build(&scratch, "project", "model.weft");
     let artifact = artifact.to_str().expect("a UTF-8 path");
     let human = succeeded(&weft(&scratch.0, &["inspect", artifact], &[]));
@@ -188,7 +155,7 @@ fn inspect_describes_the_artifact_and_its_inputs() {
 /// Every kind of damage gives exit code 2 and one line on stderr that says which check failed.
 #[test]
 fn damaged_and_foreign_files_are_refused_with_one_line() {
-    let scratch = Scratch::new("damaged");
+    let scratch = Scratch::new("artifact", "damaged");
     let artifact = build(&scratch, "project", "model.weft");
     let good = std::fs::read(&artifact).expect("the artifact exists");
     let resealed = |patch: &dyn Fn(&mut Vec<u8>)| {
@@ -243,7 +210,7 @@ fn python_plugins_unpacked_for_a_run_are_removed_when_it_ends() {
     // which `weft run` unpacks into a private temporary directory for the plugin bridge.
     let case =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/conformance/dataclasses/dataclass_passed_to_plugin");
-    let scratch = Scratch::new("python-cleanup");
+    let scratch = Scratch::new("artifact", "python-cleanup");
     copy_tree(&case, &scratch.path("project"));
     succeeded(&weft(&scratch.0, &["build", "project", "-o", "model.weft"], &[]));
     let temp = scratch.path("tmp");

@@ -6,36 +6,10 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use weft_tests::scratch::Scratch;
+
 /// The thread counts compared with one thread.
 const SEVERAL: [&str; 2] = ["2", "4"];
-
-/// A scratch directory for one test, removed at the end.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("weft-jobs-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("create a scratch directory");
-        Scratch(dir)
-    }
-
-    fn path(&self, relative: &str) -> PathBuf {
-        self.0.join(relative)
-    }
-
-    fn write(&self, relative: &str, text: &str) {
-        let path = self.path(relative);
-        std::fs::create_dir_all(path.parent().expect("a parent")).expect("create a directory");
-        std::fs::write(path, text).expect("write a file");
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// Runs `weft <args>` in `cwd`, without a Python environment from the caller's shell.
 fn weft(cwd: &Path, args: &[&str]) -> Output {
@@ -134,7 +108,7 @@ fn jobs_must_be_a_positive_number() {
 
 #[test]
 fn the_generated_model_compiles_and_exports_the_same_with_any_jobs() {
-    let scratch = Scratch::new("generated");
+    let scratch = Scratch::new("jobs", "generated");
     let model = generated_model(&scratch);
     let ir = same_with_any_jobs(&model, &["compile", "--emit=ir", "--emit-std", "."]);
     assert!(ir.status.success() && !ir.stdout.is_empty(), "{}", text(&ir.stderr));
@@ -170,7 +144,7 @@ fn the_generated_model_compiles_and_exports_the_same_with_any_jobs() {
 
 #[test]
 fn a_project_of_many_modules_is_the_same_with_any_jobs() {
-    let scratch = Scratch::new("modules");
+    let scratch = Scratch::new("jobs", "modules");
     let project = module_project(&scratch);
     let ir = same_with_any_jobs(&project, &["compile", "--emit=ir", "--emit-std", "."]);
     assert!(ir.status.success(), "{}", text(&ir.stderr));
@@ -205,7 +179,7 @@ fn a_project_of_many_modules_is_the_same_with_any_jobs() {
 
 #[test]
 fn diagnostics_of_many_files_are_the_same_with_any_jobs() {
-    let scratch = Scratch::new("diagnostics");
+    let scratch = Scratch::new("jobs", "diagnostics");
     let project = module_project(&scratch);
     // Problems in several files parsed ahead: a syntax error, a missing module, a missing
     // namespace and invalid UTF-8, then (in a second project state) type errors.
@@ -224,7 +198,7 @@ fn diagnostics_of_many_files_are_the_same_with_any_jobs() {
         assert!(stderr.contains(expected), "missing `{expected}` in:\n{stderr}");
     }
 
-    let scratch = Scratch::new("type-errors");
+    let scratch = Scratch::new("jobs", "type-errors");
     let project = module_project(&scratch);
     scratch.write("modules/libs/beta/model/deep/inner.cf", "factor = nosuch::thing\nx = beta::Nope()\n");
     scratch.write(

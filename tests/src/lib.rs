@@ -4,6 +4,7 @@ pub mod compile;
 pub mod export;
 pub mod parser;
 pub mod realworld;
+pub mod scratch;
 
 use std::path::{Path, PathBuf};
 
