@@ -8,6 +8,20 @@ pub mod scratch;
 
 use std::path::{Path, PathBuf};
 
+/// The rows of a tab-separated table (the `.tsv` files of expected outcomes and known
+/// divergences): each line that is neither blank nor a `#` comment, as its first column and
+/// the other columns.
+pub fn table_rows(text: &str) -> Vec<(String, Vec<String>)> {
+    text.lines()
+        .filter(|line| !line.starts_with('#') && !line.trim().is_empty())
+        .map(|line| {
+            let mut columns = line.split('\t').map(str::to_string);
+            let first = columns.next().expect("split yields at least one column");
+            (first, columns.collect())
+        })
+        .collect()
+}
+
 /// The project's copy of the conformance corpus.
 pub fn corpus() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance")

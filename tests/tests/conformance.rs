@@ -75,13 +75,7 @@ fn mismatch(expect: &Expect, actual: &Outcome) -> Option<String> {
 
 fn known_divergences(root: &Path) -> Vec<(String, String)> {
     let text = std::fs::read_to_string(root.join("known-divergences.tsv")).unwrap_or_default();
-    text.lines()
-        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
-        .map(|l| {
-            let (case, reason) = l.split_once('\t').unwrap_or((l, ""));
-            (case.to_string(), reason.to_string())
-        })
-        .collect()
+    weft_tests::table_rows(&text).into_iter().map(|(case, columns)| (case, columns.join("\t"))).collect()
 }
 
 #[test]

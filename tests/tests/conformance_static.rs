@@ -85,14 +85,14 @@ fn check_fixtures_match_the_reference_static_phase() {
 fn compare_static_phase(root: &Path) {
     let table = std::fs::read_to_string(root.join("static-expect.tsv")).expect("static-expect.tsv");
     let mut expected = std::collections::BTreeMap::new();
-    for line in table.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
-        let fields: Vec<&str> = line.split('\t').collect();
-        let outcome = match fields.as_slice() {
-            [_, "ok"] => Outcome::Ok,
-            [_, "error", kind, line] => Outcome::Error { kind: kind.to_string(), line: line.parse().ok() },
-            _ => panic!("malformed line in static-expect.tsv: {line}"),
+    for (case, columns) in weft_tests::table_rows(&table) {
+        let columns: Vec<&str> = columns.iter().map(String::as_str).collect();
+        let outcome = match columns.as_slice() {
+            ["ok"] => Outcome::Ok,
+            ["error", kind, line] => Outcome::Error { kind: kind.to_string(), line: line.parse().ok() },
+            _ => panic!("malformed line in static-expect.tsv: {case}\t{}", columns.join("\t")),
         };
-        expected.insert(fields[0].to_string(), outcome);
+        expected.insert(case, outcome);
     }
     let mut failures = Vec::new();
     let all = cases_in(root);

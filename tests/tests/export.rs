@@ -142,12 +142,9 @@ fn export_cases_match_the_reference() {
 /// `fixtures/export/known-divergences.tsv`: case name to the error kind weft gives.
 fn known_divergences() -> std::collections::HashMap<String, String> {
     let text = std::fs::read_to_string(fixtures().join("export").join("known-divergences.tsv")).unwrap_or_default();
-    text.lines()
-        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-        .filter_map(|l| {
-            let mut parts = l.split('\t');
-            Some((parts.next()?.to_string(), parts.next()?.to_string()))
-        })
+    weft_tests::table_rows(&text)
+        .into_iter()
+        .filter_map(|(case, columns)| Some((case, columns.into_iter().next()?)))
         .collect()
 }
 

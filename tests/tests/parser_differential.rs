@@ -60,12 +60,5 @@ fn weft_agrees_with_the_reference_parser() {
 /// Reads a tab-separated file into `first column -> other columns`, skipping `#` comments.
 fn read_tsv(path: &Path) -> BTreeMap<String, Vec<String>> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    text.lines()
-        .filter(|line| !line.starts_with('#') && !line.trim().is_empty())
-        .map(|line| {
-            let mut columns = line.split('\t').map(str::to_string);
-            let file = columns.next().expect("a first column");
-            (file, columns.collect())
-        })
-        .collect()
+    weft_tests::table_rows(&text).into_iter().collect()
 }

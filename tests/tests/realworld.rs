@@ -124,11 +124,11 @@ fn importing_each_realworld_module_checks_as_the_reference_does() {
     };
     let dir = realworld_dir();
     let parse_table = |text: String| -> Vec<(String, String)> {
-        text.lines()
-            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-            .map(|l| {
-                let (name, rest) = l.split_once('\t').expect("a tab-separated line");
-                (name.to_string(), rest.to_string())
+        weft_tests::table_rows(&text)
+            .into_iter()
+            .map(|(name, columns)| {
+                assert!(!columns.is_empty(), "a tab-separated line: {name}");
+                (name, columns.join("\t"))
             })
             .collect()
     };

@@ -15,19 +15,11 @@ use std::path::Path;
 use weft_frontend::project::LoadOptions;
 use weft_tests::compile::{Outcome, compile_with};
 use weft_tests::realworld::{import_project, python_env, realworld_dir};
+use weft_tests::table_rows;
 
-/// The lines of a tab-separated table that are not comments, split into the first column and
-/// the other columns.
+/// The rows of a tab-separated table file (see [`table_rows`]).
 fn read_table(path: &Path) -> Vec<(String, Vec<String>)> {
-    let text = fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-    text.lines()
-        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-        .map(|l| {
-            let mut columns = l.split('\t').map(str::to_string);
-            let first = columns.next().expect("split yields at least one column");
-            (first, columns.collect())
-        })
-        .collect()
+    table_rows(&fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display())))
 }
 
 /// An outcome in the form of `compile-expect.tsv`: `ok`, or `error <kind> <line> <file>` with
