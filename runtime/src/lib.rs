@@ -165,7 +165,7 @@ impl Host for RuntimeHost {
             Ok(v) => Ok(v),
             Err(e) => Err(match e {
                 plugins::PluginError::Unset(cell) => PluginFailure::Unset(cell),
-                plugins::PluginError::External { class, message } => PluginFailure::Error(wrap(
+                plugins::PluginError::External { class, message } => PluginFailure::Error(EvalError::wrap(
                     ErrorKind::ExternalException,
                     format!("Exception in plugin {name}"),
                     EvalError::new(ErrorKind::ExternalException, format!("{class}: {message}")),
@@ -174,7 +174,7 @@ impl Host for RuntimeHost {
                     ErrorKind::ExplicitPluginException,
                     format!("PluginException in plugin {name}: {message}"),
                 )),
-                plugins::PluginError::Wrapped { kind, message } => PluginFailure::Error(wrap(
+                plugins::PluginError::Wrapped { kind, message } => PluginFailure::Error(EvalError::wrap(
                     ErrorKind::WrappingRuntimeException,
                     format!("Exception in plugin {name}"),
                     EvalError::new(kind, message),
@@ -225,7 +225,7 @@ impl RuntimeHost {
             kwargs.into_iter().map(|(k, v)| Ok((k, bridge_value(machine, v)?))).collect::<Result<Vec<_>, _>>()?;
         match python::call(self.modules.sandboxes(), &package, &module, &signature.name, args, kwargs) {
             Ok(v) => Ok(v),
-            Err(python::BridgeError::Python(class, message)) => Err(PluginFailure::Error(wrap(
+            Err(python::BridgeError::Python(class, message)) => Err(PluginFailure::Error(EvalError::wrap(
                 ErrorKind::ExternalException,
                 format!("Exception in plugin {name}"),
                 EvalError::new(ErrorKind::ExternalException, format!("{class}: {message}")),
@@ -274,12 +274,6 @@ fn bridge_value(machine: &mut Machine, v: Value) -> Result<python::BridgeValue, 
         class: class.to_string(),
         fields,
     })
-}
-
-fn wrap(kind: ErrorKind, message: String, cause: EvalError) -> EvalError {
-    let mut e = EvalError::new(kind, message);
-    e.cause = Some(Box::new(cause));
-    e
 }
 
 /// What a plugin sees of the evaluation.

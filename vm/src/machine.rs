@@ -81,7 +81,8 @@ impl EvalError {
         self
     }
 
-    fn wrap(kind: ErrorKind, message: impl Into<String>, cause: EvalError) -> Self {
+    /// An error that wraps `cause` (the reference's chained exceptions).
+    pub fn wrap(kind: ErrorKind, message: impl Into<String>, cause: EvalError) -> Self {
         let mut e = EvalError::new(kind, message);
         e.cause = Some(Box::new(cause));
         e
@@ -344,6 +345,11 @@ impl Cell {
                 None
             },
         }
+    }
+
+    /// A relation end that takes elements gradually (`[0:1]` or multi-valued).
+    fn is_relation(&self) -> bool {
+        matches!(self.kind, CellKind::Option | CellKind::List)
     }
 
     pub fn is_delayed(&self) -> bool {
@@ -944,7 +950,7 @@ impl Machine {
     }
 
     pub fn is_relation(&self, cell: CellId) -> bool {
-        matches!(self.cells[cell as usize].kind, CellKind::Option | CellKind::List)
+        self.cells[cell as usize].is_relation()
     }
 
     fn queue(&mut self, cell: CellId) {
@@ -953,8 +959,7 @@ impl Machine {
             return;
         }
         c.queued = true;
-        let relation = matches!(c.kind, CellKind::Option | CellKind::List);
-        self.wait_queue.push_back((cell, relation));
+        self.wait_queue.push_back((cell, c.is_relation()));
     }
 
     pub fn unqueue(&mut self, cell: CellId) {
