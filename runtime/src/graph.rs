@@ -105,14 +105,6 @@ impl Fields {
         self.0.iter().map(|(n, v)| (n.as_ref(), v))
     }
 
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
     /// The fields as a JSON object, for the handlers and the export JSON.
     pub fn to_map(&self) -> Map<String, Json> {
         self.0.iter().map(|(n, v)| (n.to_string(), v.clone())).collect()
