@@ -1108,8 +1108,10 @@ impl Machine {
     /// while the current one runs. The evaluator's time goes mostly to cache misses: the
     /// task slots and cells of a large model are spread over hundreds of megabytes, and a
     /// task's first access to its slot and to its requirement cells each waits for memory.
-    /// Two stages, as in software pipelining: the slot of the task two places ahead, and the
-    /// requirement cells of the next task (whose slot the previous call asked for).
+    /// Three stages, as in software pipelining, each reading only what an earlier call asked
+    /// for: the slot of the task three places ahead; the requirement cells and target cell of
+    /// the task two places ahead; the shared values (their reference counts) held by the
+    /// requirement cells of the next task.
     pub fn prefetch_upcoming(&self) {
         if let Some(&third) = self.run_queue.get(2) {
             let slot = &self.waiters[third as usize];
