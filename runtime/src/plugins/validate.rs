@@ -13,7 +13,8 @@
 //! other names of those modules fail with `NotImplementedError`.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::LazyLock;
 
 use num_bigint::BigInt;
 use num_traits::{Signed, Zero};
@@ -260,8 +261,16 @@ pub(crate) fn validate_type(fq: &str, value: &Value, params: Option<&Value>) -> 
 /// Whether the reference's Python module has an attribute of that name (`getattr(module, name)`
 /// succeeds), from the list recorded in the reference environment.
 fn python_module_has(module: &str, name: &str) -> bool {
-    const NAMES: &str = include_str!("validate_names.txt");
-    NAMES.lines().filter(|l| !l.starts_with('#')).any(|l| l.split_once(' ') == Some((module, name)))
+    // Read into a set once: typedefs such as `std::ipv4_address` call `validate_type` for
+    // every value they check, and a scan of the list cost more than the check itself.
+    static NAMES: LazyLock<HashSet<(&'static str, &'static str)>> = LazyLock::new(|| {
+        include_str!("validate_names.txt")
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| l.split_once(' '))
+            .collect()
+    });
+    NAMES.contains(&(module, name))
 }
 
 /// An int value within `bits` bits (ipaddress accepts ints).
