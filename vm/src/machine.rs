@@ -3144,7 +3144,7 @@ impl Machine {
                 let mut result = None;
                 for (matched, r) in parts.iter() {
                     let v = self.eval(*r, values, scope)?;
-                    match self.interpolated(v, &self.expr_text(*r)).map_err(|e| e.at(location))? {
+                    match self.interpolated(v, || self.expr_text(*r)).map_err(|e| e.at(location))? {
                         None => {
                             result = Some(Value::Unknown);
                             break;
@@ -3159,7 +3159,7 @@ impl Machine {
                 let mut unknown = false;
                 for (key, r) in fields.iter() {
                     let v = self.eval(*r, values, scope)?;
-                    let Some(v) = self.interpolated(v, key.trim()).map_err(|e| e.at(location))? else {
+                    let Some(v) = self.interpolated(v, || key.trim().to_string()).map_err(|e| e.at(location))? else {
                         unknown = true;
                         break;
                     };
@@ -3191,14 +3191,15 @@ impl Machine {
 
     /// A value as `{{ x }}` and f-string fields take it (the reference's `FormattedString`):
     /// `None` for Unknown, which makes the whole string Unknown; a reference is refused; a
-    /// float with an integral value becomes an int.
-    fn interpolated(&self, v: Value, name: &str) -> R<Option<Value>> {
+    /// float with an integral value becomes an int. `name` (the field's text, for the error) is
+    /// only rendered when there is an error.
+    fn interpolated(&self, v: Value, name: impl FnOnce() -> String) -> R<Option<Value>> {
         Ok(match v {
             Value::Unknown => None,
             Value::Reference(_) => {
                 return Err(EvalError::new(
                     ErrorKind::UnexpectedReference,
-                    format!("Encountered reference in string format for variable `{name}`. This is not supported."),
+                    format!("Encountered reference in string format for variable `{}`. This is not supported.", name()),
                 ));
             }
             Value::Float(f) if f.fract() == 0.0 && f.is_finite() => {
@@ -3549,7 +3550,14 @@ impl Machine {
             }
             key.push_str(self.sym_name(params[i].0));
             key.push('=');
-            params[i].1.write_repr_with(&mut key, "None", &|i| format!("<instance {i}>"));
+            match &params[i].1 {
+                // Written in place: most keys hold an instance (`Interface(server, name)`),
+                // and a formatted string per key part was a third of the key's cost.
+                Value::Instance(instance) => {
+                    let _ = std::fmt::Write::write_fmt(&mut key, format_args!("<instance {instance}>"));
+                }
+                value => value.write_repr_with(&mut key, "None", &|i| format!("<instance {i}>")),
+            }
         }
         key
     }
@@ -3694,8 +3702,12 @@ fn regex_match(engine: &str, text: &str) -> bool {
     }
     CACHE.with(|c| {
         let mut c = c.borrow_mut();
-        let re = c.entry(engine.to_string()).or_insert_with(|| fancy_regex::Regex::new(engine).ok());
-        match re {
+        // Looked up by `&str` first: every typedef check passes here, and only the first
+        // one of each pattern needs an owned key.
+        if !c.contains_key(engine) {
+            c.insert(engine.to_string(), fancy_regex::Regex::new(engine).ok());
+        }
+        match &c[engine] {
             Some(re) => re.is_match(text).unwrap_or(false),
             None => false,
         }
