@@ -275,20 +275,24 @@ fn check_return(
 }
 
 thread_local! {
-    /// Resolved annotations, per thread: the same few annotations are resolved for every call.
-    static ANNOTATIONS: RefCell<HashMap<(TypeAnnotation, String), Arc<types::Ty>>> = RefCell::new(HashMap::new());
+    /// Resolved annotations, per thread and by namespace: the same few annotations are
+    /// resolved for every call. Two levels so that a lookup borrows its keys instead of
+    /// building owned ones for every argument of every call.
+    static ANNOTATIONS: RefCell<HashMap<String, HashMap<TypeAnnotation, Arc<types::Ty>>>> = RefCell::new(HashMap::new());
 }
 
 /// The DSL type an annotation resolves to, as the reference's `PluginValue.resolve_type`.
 pub(crate) fn resolve_annotation(annotation: &TypeAnnotation, namespace: &str) -> Arc<types::Ty> {
-    let key = (annotation.clone(), namespace.to_string());
-    if let Some(ty) = ANNOTATIONS.with_borrow(|cache| cache.get(&key).cloned()) {
+    let known = ANNOTATIONS.with_borrow(|cache| cache.get(namespace).and_then(|types| types.get(annotation)).cloned());
+    if let Some(ty) = known {
         return ty;
     }
     let ty = Arc::new(match annotation {
         TypeAnnotation::Dsl(text) => types::Ty::from_dsl(text, namespace),
         TypeAnnotation::Python(text) => types::Ty::from_python(text, namespace),
     });
-    ANNOTATIONS.with_borrow_mut(|cache| cache.insert(key, ty.clone()));
+    ANNOTATIONS.with_borrow_mut(|cache| {
+        cache.entry(namespace.to_string()).or_default().insert(annotation.clone(), ty.clone())
+    });
     ty
 }
