@@ -3140,19 +3140,43 @@ impl Machine {
                 Value::Dict(Arc::from(out))
             }
             Op::Format { template, parts } => {
-                let mut text = template.to_string();
-                let mut result = None;
-                for (matched, r) in parts.iter() {
+                // The reference replaces each part's matched text everywhere in the string,
+                // one part after the other, so a replacement can create text that a later part
+                // matches. The parts are evaluated in order first (the first Unknown makes the
+                // string Unknown), then substituted in one pass where that gives the same text.
+                let mut part_values: SmallVec<[Value; 4]> = SmallVec::new();
+                let mut unknown = false;
+                for (_, r) in parts.iter() {
                     let v = self.eval(*r, values, scope)?;
                     match self.interpolated(v, || self.expr_text(*r)).map_err(|e| e.at(location))? {
                         None => {
-                            result = Some(Value::Unknown);
+                            unknown = true;
                             break;
                         }
-                        Some(v) => text = text.replace(matched.as_ref(), &self.display_value_fmt(&v)),
+                        Some(v) => part_values.push(v),
                     }
                 }
-                result.unwrap_or_else(|| Value::str(&text))
+                if unknown {
+                    Value::Unknown
+                } else {
+                    // Strings are used as they are; other values are rendered as `str()` would.
+                    let rendered: SmallVec<[std::borrow::Cow<'_, str>; 4]> = part_values
+                        .iter()
+                        .map(|v| match v {
+                            Value::Str(s) => std::borrow::Cow::Borrowed(&**s),
+                            other => std::borrow::Cow::Owned(self.display_value_fmt(other)),
+                        })
+                        .collect();
+                    let matched: SmallVec<[&str; 4]> = parts.iter().map(|(m, _)| m.as_ref()).collect();
+                    let text = substitute_in_one_pass(template, &matched, &rendered).unwrap_or_else(|| {
+                        let mut text = template.to_string();
+                        for (m, v) in matched.iter().zip(&rendered) {
+                            text = text.replace(m, v.as_ref());
+                        }
+                        text
+                    });
+                    Value::str(&text)
+                }
             }
             Op::FString { template, fields } => {
                 let mut kwargs: Vec<(String, Value)> = Vec::new();
@@ -3694,6 +3718,36 @@ fn python_type(v: &Value) -> &str {
     }
 }
 
+/// `{{x}}` interpolation in one pass: each matched span of `template` becomes the rendered
+/// value of the first part that matched the same text. This equals the reference's sequence
+/// of `str.replace` calls when no rendered value holds a brace and every brace of the template
+/// lies in a matched span (a span is `{{`, a name without braces, `}}`): replacements then can
+/// neither create nor split a span, so each replace call hits exactly the spans with its text.
+/// `None` when those conditions do not hold, for the caller to replace part by part.
+fn substitute_in_one_pass<S: AsRef<str>>(template: &str, matched: &[&str], rendered: &[S]) -> Option<String> {
+    let has_brace = |s: &str| s.bytes().any(|b| b == b'{' || b == b'}');
+    if rendered.iter().any(|v| has_brace(v.as_ref())) {
+        return None;
+    }
+    let mut out = String::with_capacity(template.len() + rendered.iter().map(|v| v.as_ref().len()).sum::<usize>());
+    let mut rest = template;
+    while let Some(open) = rest.find(['{', '}']) {
+        out.push_str(&rest[..open]);
+        rest = &rest[open..];
+        // A span starts with `{{` and ends at the first `}`, which must start its `}}`.
+        let close = rest.find('}')?;
+        let span = rest.get(..close + 2)?;
+        if !span.starts_with("{{") || !span.ends_with("}}") || has_brace(&span[2..span.len() - 2]) {
+            return None;
+        }
+        let part = matched.iter().position(|m| *m == span)?;
+        out.push_str(rendered[part].as_ref());
+        rest = &rest[span.len()..];
+    }
+    out.push_str(rest);
+    Some(out)
+}
+
 /// Whether a typedef's pattern matches: `engine` is the pattern as lowering translated and
 /// anchored it (Python's `re.match`), already validated by the frontend.
 fn regex_match(engine: &str, text: &str) -> bool {
@@ -3884,5 +3938,78 @@ mod pyformat {
             None if spec.is_empty() => Ok(render(v)),
             None => Err(format!("Invalid f-string: unsupported format string passed to {}.__format__", v.type_name())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::substitute_in_one_pass;
+
+    /// The `{{name}}` spans of a template as the frontend finds them (left to right, no
+    /// overlap): `{{`, optional spaces, name characters, optional spaces, `}}`.
+    fn spans(template: &str) -> Vec<&str> {
+        let b = template.as_bytes();
+        let mut found = Vec::new();
+        let mut i = 0;
+        while i + 1 < b.len() {
+            if &b[i..i + 2] == b"{{" {
+                let mut j = i + 2;
+                while j < b.len() && b[j] == b' ' {
+                    j += 1;
+                }
+                let name = j;
+                while j < b.len() && b[j].is_ascii_alphabetic() {
+                    j += 1;
+                }
+                let named = j > name;
+                while j < b.len() && b[j] == b' ' {
+                    j += 1;
+                }
+                if named && template[j..].starts_with("}}") {
+                    found.push(&template[i..j + 2]);
+                    i = j + 2;
+                    continue;
+                }
+            }
+            i += 1;
+        }
+        found
+    }
+
+    /// The one-pass substitution, where it applies, gives what the reference's sequence of
+    /// `str.replace` calls gives: checked over every template of up to eight characters from
+    /// an alphabet of braces, a name letter and a space, with values with and without braces.
+    #[test]
+    fn one_pass_substitution_agrees_with_replacing_part_by_part() {
+        let alphabet = ['{', '}', 'a', ' '];
+        let value_sets: [&[&str]; 4] =
+            [&["x", "yy", "", "z"], &["{{a}}", "x", "a", "b"], &["}", "{", "a", "x"], &["a", "a}}", "{{", "q"]];
+        let mut applied = 0;
+        for len in 0..=8u32 {
+            for code in 0..4usize.pow(len) {
+                let mut n = code;
+                let template: String = (0..len)
+                    .map(|_| {
+                        let c = alphabet[n % 4];
+                        n /= 4;
+                        c
+                    })
+                    .collect();
+                let matched = spans(&template);
+                for values in &value_sets {
+                    let rendered: Vec<String> =
+                        (0..matched.len()).map(|i| values[i % values.len()].to_string()).collect();
+                    let mut expected = template.clone();
+                    for (m, v) in matched.iter().zip(&rendered) {
+                        expected = expected.replace(m, v);
+                    }
+                    if let Some(text) = substitute_in_one_pass(&template, &matched, &rendered) {
+                        applied += 1;
+                        assert_eq!(text, expected, "template {template:?}, values {rendered:?}");
+                    }
+                }
+            }
+        }
+        assert!(applied > 2_000, "the one-pass path applied to only {applied} cases");
     }
 }
