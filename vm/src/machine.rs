@@ -2427,7 +2427,7 @@ impl Machine {
         }
         let (expr, scope, lhs) = (h.expr, h.scope, h.lhs);
         let Op::ListComp { element, var, guard, .. } = c.expr(expr).kind else { unreachable!() };
-        let location = c.expr(expr).location;
+        let location = c.location(expr);
         let element_cell = self.plain_with(value.clone(), Some(location));
         let value_scope = self.push_scope(Scope::Var { name: var, cell: element_cell, parent: scope });
         let result = self.new_cell(CellKind::Plain);
@@ -2471,7 +2471,7 @@ impl Machine {
     fn comp_complete(&mut self, helper: u32, all: Value) -> R<()> {
         let h = &self.comps[helper as usize];
         if h.results.is_empty() {
-            let location = self.code.expr(h.expr).location;
+            let location = self.code.location(h.expr);
             let values: Vec<Value> = match all {
                 Value::Unknown => vec![Value::Unknown],
                 Value::List(items) => items.to_vec(),
@@ -2545,9 +2545,9 @@ impl Machine {
                     let (value, location) = match what {
                         Exec::CompElement { helper, unknown, guarded } => {
                             let v = self.comp_element_value(helper, unknown, guarded, &values, scope)?;
-                            (v, c.expr(self.comps[helper as usize].expr).location)
+                            (v, c.location(self.comps[helper as usize].expr))
                         }
-                        Exec::Expr(e) => (self.eval(e, &values, scope)?, c.expr(e).location),
+                        Exec::Expr(e) => (self.eval(e, &values, scope)?, c.location(e)),
                         Exec::Stmt(s) => {
                             self.exec_stmt(s, &values, scope)?;
                             return Ok(());
@@ -2619,7 +2619,7 @@ impl Machine {
                     Op::Or { lhs, rhs } => (lhs, rhs, false),
                     _ => unreachable!(),
                 };
-                let location = c.expr(expr).location;
+                let location = c.location(expr);
                 let values = self.values(requires)?;
                 let result = self.eval(lhs, &values, scope)?;
                 if matches!(result, Value::Unknown) {
@@ -2643,7 +2643,7 @@ impl Machine {
             }
             Body::Lookup { expr, scope, target } => {
                 let values = self.values(requires)?;
-                let location = c.expr(expr).location;
+                let location = c.location(expr);
                 let (entity, params) = match &c.expr(expr).kind {
                     Op::IndexLookup { entity, query, splats } => {
                         let mut params = Vec::new();
@@ -2772,14 +2772,14 @@ impl Machine {
                 // the filtered marker).
                 let (cond, then, otherwise, location) = match src {
                     CondSrc::Expr(expr) => match c.expr(expr).kind {
-                        Op::Cond { cond, then, otherwise } => (cond, Ok(then), Ok(otherwise), c.expr(expr).location),
+                        Op::Cond { cond, then, otherwise } => (cond, Ok(then), Ok(otherwise), c.location(expr)),
                         _ => unreachable!(),
                     },
                     CondSrc::Guard { helper, unknown } => {
                         let h = &self.comps[helper as usize];
                         let Op::ListComp { element, guard, .. } = c.expr(h.expr).kind else { unreachable!() };
                         let then = if unknown { Err(Value::Unknown) } else { Ok(element) };
-                        (guard.expect("guarded"), then, Err(Value::str(FILTERED)), c.expr(h.expr).location)
+                        (guard.expect("guarded"), then, Err(Value::str(FILTERED)), c.location(h.expr))
                     }
                 };
                 let values = self.values(requires)?;
@@ -2830,7 +2830,7 @@ impl Machine {
                 let values = self.values(requires)?;
                 let expr = self.comps[helper as usize].expr;
                 let Op::ListComp { iterable, .. } = c.expr(expr).kind else { unreachable!() };
-                let location = c.expr(expr).location;
+                let location = c.location(expr);
                 let it = self.eval(iterable, &values, scope)?;
                 if !matches!(it, Value::List(_) | Value::Unknown) {
                     return Err(typing(format!(
@@ -2852,11 +2852,11 @@ impl Machine {
                     }
                 }
                 let h = &self.comps[helper as usize];
-                let (result, location) = (h.final_result, c.expr(h.expr).location);
+                let (result, location) = (h.final_result, c.location(h.expr));
                 self.set_cell(result, Value::List(Arc::from(out)), location, true)
             }
             Body::Call { expr, scope, result, ref mut args } => {
-                let location = c.expr(expr).location;
+                let location = c.location(expr);
                 let Op::Call { callee, name, args: a, kwargs, splats } = &c.expr(expr).kind else { unreachable!() };
                 let (args_v, kwargs_v) = match args.as_ref() {
                     Some(x) => x.clone(),
@@ -2932,7 +2932,7 @@ impl Machine {
         }
         if unknown {
             if let Some(col) = lhs {
-                self.receive_flatten(col, Value::Unknown, c.expr(expr).location)?;
+                self.receive_flatten(col, Value::Unknown, c.location(expr))?;
             }
             return Ok(Value::Unknown);
         }
@@ -2942,7 +2942,7 @@ impl Machine {
     fn splat(&mut self, expr: ExprId, values: &Values, scope: ScopeId) -> R<Vec<(Symbol, Value)>> {
         let v = self.eval(expr, values, scope)?;
         let Value::Dict(entries) = v else {
-            return Err(typing("The ** operator can only be applied to dictionaries").at(self.code.expr(expr).location));
+            return Err(typing("The ** operator can only be applied to dictionaries").at(self.code.location(expr)));
         };
         let mut out = Vec::new();
         for (k, v) in entries.iter() {
