@@ -187,18 +187,23 @@ impl Value {
     /// `repr()` with a custom rendering of instances (which need the evaluator's tables).
     pub fn repr_with(&self, null: &str, instance: &dyn Fn(u32) -> String) -> String {
         let mut out = String::new();
-        self.write_repr_with(&mut out, null, instance);
+        self.write_repr_with(&mut out, null, &|out, i| out.push_str(&instance(i)));
         out
     }
 
-    fn write_repr(&self, out: &mut String, null: &str) {
-        self.write_repr_with(out, null, &|i| format!("<instance {i}>"))
+    /// [`Self::repr_with_null`], appended to `out`; instances are written in place as
+    /// `<instance N>`, with no string of their own (index keys are built this way for every
+    /// indexed instance).
+    pub fn write_repr(&self, out: &mut String, null: &str) {
+        self.write_repr_with(out, null, &|out, i| {
+            let _ = write!(out, "<instance {i}>");
+        })
     }
 
-    /// [`Self::repr_with`], appended to `out`.
-    pub fn write_repr_with(&self, out: &mut String, null: &str, instance: &dyn Fn(u32) -> String) {
+    /// `repr()` appended to `out`, with `instance` writing an instance's rendering.
+    fn write_repr_with(&self, out: &mut String, null: &str, instance: &dyn Fn(&mut String, u32)) {
         match self {
-            Value::Instance(i) => out.push_str(&instance(*i)),
+            Value::Instance(i) => instance(out, *i),
             Value::Unknown => out.push_str("Unknown"),
             Value::Reference(r) => {
                 let _ = write!(out, "<{}.{} object at <addr>>", r.module, r.class);

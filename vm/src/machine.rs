@@ -1,6 +1,7 @@
 //! The machine: cells (the reference's result variables), waiters (its execution units),
 //! gradual listeners, instances and indexes, and the interpretation of each instruction.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 
 // hashbrown's default hasher (foldhash) instead of SipHash: the index maps and `for` loops' seen sets
@@ -3159,14 +3160,8 @@ impl Machine {
                 if unknown {
                     Value::Unknown
                 } else {
-                    // Strings are used as they are; other values are rendered as `str()` would.
-                    let rendered: SmallVec<[std::borrow::Cow<'_, str>; 4]> = part_values
-                        .iter()
-                        .map(|v| match v {
-                            Value::Str(s) => std::borrow::Cow::Borrowed(&**s),
-                            other => std::borrow::Cow::Owned(self.display_value_fmt(other)),
-                        })
-                        .collect();
+                    let rendered: SmallVec<[Cow<'_, str>; 4]> =
+                        part_values.iter().map(|v| self.display_value_fmt(v)).collect();
                     let matched: SmallVec<[&str; 4]> = parts.iter().map(|(m, _)| m.as_ref()).collect();
                     let text = substitute_in_one_pass(template, &matched, &rendered).unwrap_or_else(|| {
                         let mut text = template.to_string();
@@ -3192,7 +3187,7 @@ impl Machine {
                 if unknown {
                     Value::Unknown
                 } else {
-                    let render = |v: &Value| self.display_value_fmt(v);
+                    let render = |v: &Value| self.display_value_fmt(v).into_owned();
                     Value::str(&pyformat::format(template, &kwargs, &render).map_err(|m| rt(m).at(location))?)
                 }
             }
@@ -3204,12 +3199,13 @@ impl Machine {
         Ok(result)
     }
 
-    fn display_value_fmt(&self, v: &Value) -> String {
+    /// A value as string formatting shows it; a string is lent, not copied.
+    fn display_value_fmt<'v>(&self, v: &'v Value) -> Cow<'v, str> {
         match v {
-            Value::Null => "null".to_string(),
-            Value::Str(s) => s.to_string(),
-            Value::Instance(i) => self.instance_display(*i),
-            other => other.repr_with("null", &|i| self.instance_display(i)),
+            Value::Null => Cow::Borrowed("null"),
+            Value::Str(s) => Cow::Borrowed(s),
+            Value::Instance(i) => Cow::Owned(self.instance_display(*i)),
+            other => Cow::Owned(other.repr_with("null", &|i| self.instance_display(i))),
         }
     }
 
@@ -3574,14 +3570,7 @@ impl Machine {
             }
             key.push_str(self.sym_name(params[i].0));
             key.push('=');
-            match &params[i].1 {
-                // Written in place: most keys hold an instance (`Interface(server, name)`),
-                // and a formatted string per key part was a third of the key's cost.
-                Value::Instance(instance) => {
-                    let _ = std::fmt::Write::write_fmt(&mut key, format_args!("<instance {instance}>"));
-                }
-                value => value.write_repr_with(&mut key, "None", &|i| format!("<instance {i}>")),
-            }
+            params[i].1.write_repr(&mut key, "None");
         }
         key
     }
@@ -3910,7 +3899,7 @@ mod pyformat {
             None => String::new(),
         };
         let text_value = match conversion {
-            Some("r") => Value::str(&value.repr_with("null", &|i| format!("<instance {i}>"))),
+            Some("r") => Value::str(&value.repr_with_null("null")),
             Some("s") => Value::str(&render(&value)),
             Some(other) => return Err(format!("Invalid f-string: Unknown conversion specifier {other}")),
             None => value,
