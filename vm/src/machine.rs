@@ -188,34 +188,57 @@ pub enum CellKind {
     Sink,
 }
 
+impl CellKind {
+    /// Every kind, indexed by its discriminant (how `Cell` stores it in three bits).
+    const ALL: [CellKind; 8] = [
+        CellKind::Plain,
+        CellKind::Single,
+        CellKind::Option,
+        CellKind::List,
+        CellKind::ListLiteral,
+        CellKind::Proxy,
+        CellKind::Sink,
+        // Three bits hold eight values; the eighth is never stored.
+        CellKind::Sink,
+    ];
+}
+
 /// A cell, laid out compactly: a model has about twenty per entity instance, so every byte
-/// here is twenty bytes per instance. Optional fields use sentinels instead of `Option`, and
-/// the waiter list lives in the machine's shared node arena (`WaitNodes`).
+/// here is twenty bytes per instance. Optional fields use sentinels instead of `Option`, the
+/// small fields share one word (`packed`), and the waiter list lives in the machine's shared
+/// node arena (`WaitNodes`).
 pub struct Cell {
     pub value: Option<Value>,
     /// What only delayed cells (lists, options) and listening proxies need, out of line to
     /// keep the common cell small.
     ext: Option<Box<CellExt>>,
-    /// Attribute cells: the owning instance and the attribute. Proxies: the target cell in
-    /// the first field once connected. `NONE` where absent.
-    link: (u32, u32),
+    /// Attribute cells: the owning instance. Proxies: the target cell once connected. `NONE`
+    /// where absent.
+    link: u32,
     /// Where the value was set: an index in the machine's `LocationTable`, `NONE` before.
     location: u32,
     waiters: WaitList,
-    ty: PackedType,
-    pub kind: CellKind,
-    pub has_value: bool,
-    queued: bool,
-    /// Whether `promises` counts providers: delayed cells until they freeze.
-    tracks_promises: bool,
+    /// The low 24 bits: the attribute of an attribute cell, the `PackedType` of any other
+    /// cell (an attribute cell's type is its attribute's). The high 8 bits: the kind and the
+    /// flags (`Cell::KIND_SHIFT` and the `Cell::HAS_VALUE`, ... masks). The verifier keeps
+    /// entity and attribute indices within 24 bits (`MAX_PACKED_INDEX`).
+    packed: u32,
 }
 
 const NONE: u32 = u32::MAX;
 
-// A cell is 64 bytes on 64-bit targets: one cache line, and a million-instance model has
-// twenty million of them. Growing it is a decision, not an accident.
+/// The largest index a cell holds in its 24 bits: an attribute, or an entity's `PackedType`.
+const MAX_PACKED_INDEX: u32 = (1 << 24) - 1;
+
+/// How many entities and attributes a program may have for its indices to fit in a cell; the
+/// verifier rejects programs with more.
+pub(crate) const MAX_ENTITIES: usize = (MAX_PACKED_INDEX - PackedType::FIRST_ENTITY + 1) as usize;
+pub(crate) const MAX_ATTRIBUTES: usize = MAX_PACKED_INDEX as usize + 1;
+
+// A cell is 48 bytes on 64-bit targets: a million-instance model has twenty million of them.
+// Growing it is a decision, not an accident.
 #[cfg(target_pointer_width = "64")]
-const _: () = assert!(std::mem::size_of::<Cell>() == 64);
+const _: () = assert!(std::mem::size_of::<Cell>() == 48);
 
 /// A cell's type check, in four bytes: `CellType` for cells that are not attributes, or "the
 /// owning attribute's type", looked up when a value is set.
@@ -226,22 +249,24 @@ impl PackedType {
     const NONE: PackedType = PackedType(0);
     const BOOL: PackedType = PackedType(1);
     const FROM_OWNER: PackedType = PackedType(2);
+    const FIRST_ENTITY: u32 = 3;
 
     fn entity(e: EntityId) -> PackedType {
-        PackedType(3 + e.0)
+        PackedType(Self::FIRST_ENTITY + e.0)
     }
 }
 
-/// A cell's waiters: a FIFO list of nodes in the machine's `WaitNodes` arena.
+/// A cell's waiters: a FIFO list of nodes in the machine's `WaitNodes` arena, kept as a
+/// circular list of which only the last node is stored (its `next` is the first), so that
+/// the list costs a cell four bytes. Delayed cells, whose waiters the scheduler counts,
+/// keep the count in their `CellExt`.
 #[derive(Clone, Copy, Debug)]
 struct WaitList {
-    head: u32,
     tail: u32,
-    len: u32,
 }
 
 impl WaitList {
-    const EMPTY: WaitList = WaitList { head: NONE, tail: NONE, len: 0 };
+    const EMPTY: WaitList = WaitList { tail: NONE };
 }
 
 /// The nodes of every cell's waiter list, with a free list: a waiter registration costs no
@@ -266,27 +291,29 @@ impl WaitNodes {
             }
         };
         if list.tail == NONE {
-            list.head = node;
+            // A list of one node is its own successor.
+            self.nodes[node as usize].1 = node;
         } else {
+            let first = self.nodes[list.tail as usize].1;
+            self.nodes[node as usize].1 = first;
             self.nodes[list.tail as usize].1 = node;
         }
         list.tail = node;
-        list.len += 1;
     }
 
     /// Takes the first waiter of a detached list and recycles its node.
     fn pop(&mut self, list: &mut WaitList) -> Option<WaiterId> {
-        if list.head == NONE {
+        if list.tail == NONE {
             return None;
         }
-        let node = list.head;
-        let (waiter, next) = self.nodes[node as usize];
-        list.head = next;
-        if next == NONE {
+        let first = self.nodes[list.tail as usize].1;
+        let (waiter, next) = self.nodes[first as usize];
+        if first == list.tail {
             list.tail = NONE;
+        } else {
+            self.nodes[list.tail as usize].1 = next;
         }
-        list.len -= 1;
-        self.free.push(node);
+        self.free.push(first);
         Some(waiter)
     }
 }
@@ -297,23 +324,111 @@ pub struct CellExt {
     pub items: Vec<Value>,
     listeners: Option<Vec<CollectorId>>,
     nb_gradual_waiters: i64,
-    // Proxies.
-    proxy_listener: Option<(CollectorId, Location)>,
-    notify_listener: bool,
     /// Promises acquired on a delayed cell and not yet fulfilled, while `tracks_promises`.
     outstanding: u32,
+    /// The length of a delayed cell's waiter list.
+    waiting: u32,
 }
 
-static EMPTY_EXT: CellExt = CellExt {
-    items: Vec::new(),
-    listeners: None,
-    nb_gradual_waiters: 0,
-    proxy_listener: None,
-    notify_listener: false,
-    outstanding: 0,
-};
+// A cell's extension is 64 bytes on 64-bit targets, an allocator size class: a third of the
+// cells of a model with many relations have one.
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(std::mem::size_of::<CellExt>() == 64);
+
+static EMPTY_EXT: CellExt =
+    CellExt { items: Vec::new(), listeners: None, nb_gradual_waiters: 0, outstanding: 0, waiting: 0 };
 
 impl Cell {
+    const KIND_SHIFT: u32 = 24;
+    const KIND_MASK: u32 = 0b111 << Self::KIND_SHIFT;
+    const HAS_VALUE: u32 = 1 << 27;
+    const QUEUED: u32 = 1 << 28;
+    /// Whether `promises` counts providers: delayed cells until they freeze.
+    const TRACKS_PROMISES: u32 = 1 << 29;
+    const INDEX_MASK: u32 = MAX_PACKED_INDEX;
+
+    fn new(kind: CellKind) -> Self {
+        let tracks = matches!(kind, CellKind::Option | CellKind::List | CellKind::ListLiteral);
+        Cell {
+            value: None,
+            ext: if matches!(kind, CellKind::List | CellKind::ListLiteral) {
+                Some(Box::new(CellExt { listeners: Some(Vec::new()), ..CellExt::default() }))
+            } else {
+                None
+            },
+            link: NONE,
+            location: NONE,
+            waiters: WaitList::EMPTY,
+            packed: PackedType::NONE.0
+                | (kind as u32) << Self::KIND_SHIFT
+                | if tracks { Self::TRACKS_PROMISES } else { 0 },
+        }
+    }
+
+    /// An attribute cell of `instance`.
+    fn attribute(kind: CellKind, instance: InstanceId, attr: AttrId) -> Self {
+        debug_assert!(attr.0 <= Self::INDEX_MASK, "the verifier bounds attribute indices");
+        let mut cell = Cell::new(kind);
+        cell.link = instance;
+        cell.packed = (cell.packed & !Self::INDEX_MASK) | attr.0;
+        cell
+    }
+
+    #[inline]
+    pub fn kind(&self) -> CellKind {
+        CellKind::ALL[((self.packed & Self::KIND_MASK) >> Self::KIND_SHIFT) as usize]
+    }
+
+    #[inline]
+    pub fn has_value(&self) -> bool {
+        self.packed & Self::HAS_VALUE != 0
+    }
+
+    #[inline]
+    fn flag(&mut self, mask: u32, on: bool) {
+        if on {
+            self.packed |= mask;
+        } else {
+            self.packed &= !mask;
+        }
+    }
+
+    #[inline]
+    fn set_has_value(&mut self, on: bool) {
+        self.flag(Self::HAS_VALUE, on);
+    }
+
+    #[inline]
+    fn queued(&self) -> bool {
+        self.packed & Self::QUEUED != 0
+    }
+
+    #[inline]
+    fn set_queued(&mut self, on: bool) {
+        self.flag(Self::QUEUED, on);
+    }
+
+    #[inline]
+    fn tracks_promises(&self) -> bool {
+        self.packed & Self::TRACKS_PROMISES != 0
+    }
+
+    #[inline]
+    fn set_tracks_promises(&mut self, on: bool) {
+        self.flag(Self::TRACKS_PROMISES, on);
+    }
+
+    /// The type a value set here is checked against.
+    fn ty(&self) -> PackedType {
+        if self.owner().is_some() { PackedType::FROM_OWNER } else { PackedType(self.packed & Self::INDEX_MASK) }
+    }
+
+    fn set_ty(&mut self, ty: PackedType) {
+        debug_assert!(self.owner().is_none(), "an attribute cell's type is its attribute's");
+        debug_assert!(ty.0 <= Self::INDEX_MASK, "the verifier bounds entity indices");
+        self.packed = (self.packed & !Self::INDEX_MASK) | ty.0;
+    }
+
     fn x(&self) -> &CellExt {
         self.ext.as_deref().unwrap_or(&EMPTY_EXT)
     }
@@ -326,46 +441,35 @@ impl Cell {
     pub fn items(&self) -> &[Value] {
         &self.x().items
     }
-}
-
-impl Cell {
-    fn new(kind: CellKind) -> Self {
-        Cell {
-            kind,
-            ty: PackedType::NONE,
-            link: (NONE, NONE),
-            value: None,
-            has_value: false,
-            queued: false,
-            location: NONE,
-            waiters: WaitList::EMPTY,
-            tracks_promises: matches!(kind, CellKind::Option | CellKind::List | CellKind::ListLiteral),
-            ext: if matches!(kind, CellKind::List | CellKind::ListLiteral) {
-                Some(Box::new(CellExt { listeners: Some(Vec::new()), ..CellExt::default() }))
-            } else {
-                None
-            },
-        }
-    }
 
     /// A relation end that takes elements gradually (`[0:1]` or multi-valued).
     fn is_relation(&self) -> bool {
-        matches!(self.kind, CellKind::Option | CellKind::List)
+        matches!(self.kind(), CellKind::Option | CellKind::List)
     }
 
     pub fn is_delayed(&self) -> bool {
-        matches!(self.kind, CellKind::Option | CellKind::List | CellKind::ListLiteral)
+        matches!(self.kind(), CellKind::Option | CellKind::List | CellKind::ListLiteral)
     }
 
     /// For attribute cells: the instance and attribute.
     pub fn owner(&self) -> Option<(InstanceId, AttrId)> {
-        (self.kind != CellKind::Proxy && self.link.0 != NONE).then_some((self.link.0, AttrId(self.link.1)))
+        (self.kind() != CellKind::Proxy && self.link != NONE)
+            .then_some((self.link, AttrId(self.packed & Self::INDEX_MASK)))
     }
 
     /// The cell a proxy was connected to.
     fn target(&self) -> Option<CellId> {
-        (self.kind == CellKind::Proxy && self.link.0 != NONE).then_some(self.link.0)
+        (self.kind() == CellKind::Proxy && self.link != NONE).then_some(self.link)
     }
+}
+
+/// A collector listening to a proxy (`ResultVariableProxy.listener`), and whether it is to be
+/// handed the value when the proxy is next read (its target took no listeners).
+#[derive(Clone, Copy)]
+struct ProxyListener {
+    collector: CollectorId,
+    location: Location,
+    notify: bool,
 }
 
 /// The distinct locations cells were set at, so that a cell stores a four-byte index instead
@@ -441,7 +545,7 @@ impl Values {
 enum Body {
     /// Evaluate an expression and store it (`ExecutionUnit`), optionally as an attribute
     /// assignment whose errors are wrapped (`SetAttributeHelper`).
-    Exec { target: CellId, promise: Option<PromiseId>, what: Exec, scope: ScopeId, attr: Option<AttrCtx> },
+    Exec { target: CellId, promise: OptPromise, what: Exec, scope: ScopeId, attr: Option<AttrCtx> },
     /// `x.a = e` after `x` is known.
     SetAttr { stmt: StmtId, scope: ScopeId },
     /// `a and b` / `a or b` after `a` is known.
@@ -449,14 +553,7 @@ enum Body {
     /// An index lookup once the query is known.
     Lookup { expr: ExprId, scope: ScopeId, target: CellId },
     /// `VariableReferenceHook`: resolve `base.name` and hand the cell to a resumer.
-    Hook {
-        base: Option<ExprId>,
-        name: Symbol,
-        scope: ScopeId,
-        resumer: Resumer,
-        propagate_unset: bool,
-        location: Location,
-    },
+    Hook { base: ExprId, name: Symbol, scope: ScopeId, resumer: Resumer, propagate_unset: bool, location: Location },
     /// `is defined` waiting for the variable to be ready.
     IsDefinedWait { cell: CellId, target: CellId, location: Location },
     /// A conditional expression: first the condition, then the chosen branch.
@@ -466,7 +563,38 @@ enum Body {
     /// All elements of a comprehension are computed.
     CompFinal { helper: u32 },
     /// A plugin call or cast (`FunctionUnit`).
-    Call { expr: ExprId, scope: ScopeId, result: CellId, args: Option<Arguments> },
+    /// The arguments are boxed: they are only kept for a retry, and inline they would make
+    /// every task slot 40 bytes larger.
+    Call { expr: ExprId, scope: ScopeId, result: CellId, args: Option<Box<Arguments>> },
+}
+
+// A task body is 48 bytes on 64-bit targets, and with its requirements a task slot is 96; a
+// million-instance model keeps four million slots.
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(std::mem::size_of::<Option<Body>>() == 48 && std::mem::size_of::<Waiter>() == 96);
+
+/// An optional promise in four bytes (`NONE` for none), to keep task bodies small.
+#[derive(Clone, Copy)]
+struct OptPromise(u32);
+
+impl OptPromise {
+    const NONE: OptPromise = OptPromise(NONE);
+
+    fn get(self) -> Option<PromiseId> {
+        (self.0 != NONE).then_some(self.0)
+    }
+}
+
+impl From<Option<PromiseId>> for OptPromise {
+    fn from(promise: Option<PromiseId>) -> Self {
+        match promise {
+            Some(id) => {
+                debug_assert_ne!(id, NONE, "there are fewer than u32::MAX promises");
+                OptPromise(id)
+            }
+            None => OptPromise::NONE,
+        }
+    }
 }
 
 /// What a conditional task decides on: a `?:` expression, or a comprehension element's guard
@@ -498,9 +626,23 @@ enum Exec {
 
 #[derive(Clone, Copy)]
 struct AttrCtx {
-    instance: InstanceId,
+    /// The instance's index plus one: the zero this leaves free lets `Option<AttrCtx>` (in
+    /// every task body) take no more room than `AttrCtx`.
+    instance_plus_one: std::num::NonZeroU32,
     attr: Symbol,
     location: Location,
+}
+
+impl AttrCtx {
+    fn new(instance: InstanceId, attr: Symbol, location: Location) -> Self {
+        let instance_plus_one =
+            std::num::NonZeroU32::new(instance.wrapping_add(1)).expect("fewer than u32::MAX instances");
+        AttrCtx { instance_plus_one, attr, location }
+    }
+
+    fn instance(&self) -> InstanceId {
+        self.instance_plus_one.get() - 1
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -671,6 +813,10 @@ pub struct Machine {
     /// With each cell, whether it is a relation (the scheduler's queue puts relations first),
     /// read while the cell is at hand so the scheduler need not load it again.
     pub wait_queue: VecDeque<(CellId, bool)>,
+    /// The gradual listener of each proxy read by a `for` or a list literal, until the proxy
+    /// is connected and its value delivered. Few proxies have one, so they are kept here
+    /// rather than in every cell's `CellExt`.
+    proxy_listeners: HashMap<CellId, ProxyListener>,
     /// Pending (not finished) tasks, in creation order.
     pub all_waiters: pending::Pending,
     host: Option<Box<dyn Host>>,
@@ -796,6 +942,7 @@ impl Machine {
             ns_scopes: Vec::new(),
             run_queue: VecDeque::new(),
             wait_queue: VecDeque::new(),
+            proxy_listeners: HashMap::default(),
             all_waiters: Default::default(),
             host: Some(host),
             unique: 0,
@@ -899,7 +1046,7 @@ impl Machine {
         let id = self.new_cell(CellKind::Plain);
         let c = &mut self.cells[id as usize];
         c.value = Some(value);
-        c.has_value = true;
+        c.set_has_value(true);
         if let Some(l) = location {
             c.location = self.locations.intern(l);
         }
@@ -908,16 +1055,16 @@ impl Machine {
 
     pub fn is_ready(&self, cell: CellId) -> bool {
         let c = &self.cells[cell as usize];
-        if c.kind == CellKind::Proxy {
+        if c.kind() == CellKind::Proxy {
             return c.target().is_some_and(|t| self.is_ready(t));
         }
-        c.has_value
+        c.has_value()
     }
 
     /// Promises acquired on a delayed cell and not yet fulfilled.
     pub fn outstanding_providers(&self, cell: CellId) -> i64 {
         let c = &self.cells[cell as usize];
-        if c.tracks_promises { c.x().outstanding as i64 } else { 0 }
+        if c.tracks_promises() { c.x().outstanding as i64 } else { 0 }
     }
 
     fn relation_bounds(&self, cell: CellId) -> Option<(i64, Option<i64>)> {
@@ -930,13 +1077,13 @@ impl Machine {
 
     fn can_get(&self, cell: CellId) -> bool {
         let c = &self.cells[cell as usize];
-        match c.kind {
+        match c.kind() {
             CellKind::List => {
                 let low = self.relation_bounds(cell).map(|b| b.0).unwrap_or(0);
                 c.x().items.len() as i64 >= low && self.outstanding_providers(cell) == 0
             }
             CellKind::Option | CellKind::ListLiteral => self.outstanding_providers(cell) == 0,
-            _ => c.has_value,
+            _ => c.has_value(),
         }
     }
 
@@ -947,7 +1094,8 @@ impl Machine {
 
     pub fn progress_potential(&self, cell: CellId) -> i64 {
         let c = &self.cells[cell as usize];
-        c.waiters.len as i64 - c.x().nb_gradual_waiters
+        debug_assert!(c.is_delayed(), "only delayed cells count their waiters");
+        c.x().waiting as i64 - c.x().nb_gradual_waiters
     }
 
     pub fn is_relation(&self, cell: CellId) -> bool {
@@ -956,38 +1104,56 @@ impl Machine {
 
     fn queue(&mut self, cell: CellId) {
         let c = &mut self.cells[cell as usize];
-        if c.queued {
+        if c.queued() {
             return;
         }
-        c.queued = true;
+        c.set_queued(true);
         self.wait_queue.push_back((cell, c.is_relation()));
     }
 
     pub fn unqueue(&mut self, cell: CellId) {
-        self.cells[cell as usize].queued = false;
+        self.cells[cell as usize].set_queued(false);
     }
 
     /// Freezes a delayed cell: it takes no more values and its waiters are released.
     pub fn freeze(&mut self, cell: CellId) {
         let c = &mut self.cells[cell as usize];
-        if c.has_value {
+        if c.has_value() {
             return;
         }
-        c.queued = true;
-        c.has_value = true;
-        c.tracks_promises = false;
+        c.set_queued(true);
+        c.set_has_value(true);
+        c.set_tracks_promises(false);
         if let Some(e) = c.ext.as_mut() {
             e.listeners = None;
         }
-        let mut waiters = std::mem::replace(&mut c.waiters, WaitList::EMPTY);
+        let mut waiters = self.take_waiters(cell);
         while let Some(w) = self.wait_nodes.pop(&mut waiters) {
             self.ready(w);
         }
     }
 
+    /// Adds a waiter to a cell's list, counting it for a delayed cell (`progress_potential`).
+    fn push_waiter(&mut self, cell: CellId, waiter: WaiterId) {
+        let c = &mut self.cells[cell as usize];
+        self.wait_nodes.push(&mut c.waiters, waiter);
+        if c.is_delayed() {
+            c.xm().waiting += 1;
+        }
+    }
+
+    /// Detaches a cell's waiter list, to be released with `WaitNodes::pop`.
+    fn take_waiters(&mut self, cell: CellId) -> WaitList {
+        let c = &mut self.cells[cell as usize];
+        if let Some(x) = c.ext.as_mut() {
+            x.waiting = 0;
+        }
+        std::mem::replace(&mut c.waiters, WaitList::EMPTY)
+    }
+
     fn get_promise(&mut self, cell: CellId) -> Option<PromiseId> {
         let c = &mut self.cells[cell as usize];
-        if !c.tracks_promises {
+        if !c.tracks_promises() {
             return None;
         }
         c.xm().outstanding += 1;
@@ -1003,9 +1169,9 @@ impl Machine {
         }
         p.done = true;
         let cell = p.owner;
-        let kind = self.cells[cell as usize].kind;
+        let kind = self.cells[cell as usize].kind();
         let c = &mut self.cells[cell as usize];
-        if !c.tracks_promises {
+        if !c.tracks_promises() {
             return;
         }
         c.xm().outstanding -= 1;
@@ -1024,17 +1190,17 @@ impl Machine {
 
     fn register(&mut self, cell: CellId, waiter: WaiterId) {
         let c = &mut self.cells[cell as usize];
-        if c.kind == CellKind::Proxy {
+        if c.kind() == CellKind::Proxy {
             match c.target() {
                 Some(t) => self.register(t, waiter),
-                None => self.wait_nodes.push(&mut c.waiters, waiter),
+                None => self.push_waiter(cell, waiter),
             }
             return;
         }
-        if c.has_value {
+        if c.has_value() {
             self.ready(waiter);
         } else {
-            self.wait_nodes.push(&mut c.waiters, waiter);
+            self.push_waiter(cell, waiter);
         }
     }
 
@@ -1047,7 +1213,7 @@ impl Machine {
     }
 
     fn notify(&mut self, cell: CellId) {
-        let mut waiters = std::mem::replace(&mut self.cells[cell as usize].waiters, WaitList::EMPTY);
+        let mut waiters = self.take_waiters(cell);
         while let Some(w) = self.wait_nodes.pop(&mut waiters) {
             self.ready(w);
         }
@@ -1096,7 +1262,7 @@ impl Machine {
                 let mut c = c;
                 loop {
                     let cell = &self.cells[c as usize];
-                    if cell.kind != CellKind::Proxy {
+                    if cell.kind() != CellKind::Proxy {
                         return Some(c);
                     }
                     c = cell.target()?;
@@ -1155,34 +1321,33 @@ impl Machine {
     }
 
     pub fn has_value(&self, cell: CellId) -> bool {
-        self.cells[cell as usize].has_value
+        self.cells[cell as usize].has_value()
     }
 
     // ----- values of cells ----------------------------------------------------------------
 
     fn get_value(&mut self, cell: CellId) -> R<Value> {
-        let kind = self.cells[cell as usize].kind;
+        let kind = self.cells[cell as usize].kind();
         match kind {
             CellKind::Proxy => {
                 let target = self.cells[cell as usize].target().ok_or_else(|| rt("proxy not connected"))?;
                 let value = self.get_value(target)?;
-                if self.cells[cell as usize].x().notify_listener {
-                    let (collector, location) = self.cells[cell as usize].xm().proxy_listener.take().expect("listener");
-                    self.cells[cell as usize].xm().notify_listener = false;
+                if let Some(&ProxyListener { collector, location, notify: true }) = self.proxy_listeners.get(&cell) {
+                    self.proxy_listeners.remove(&cell);
                     self.receive_flatten(collector, value.clone(), location)?;
                 }
                 Ok(value)
             }
             CellKind::List | CellKind::ListLiteral => {
                 let c = &self.cells[cell as usize];
-                if !c.has_value {
+                if !c.has_value() {
                     return Err(EvalError::unset(cell));
                 }
                 Ok(Value::List(Arc::from(&c.x().items[..])))
             }
             CellKind::Option => {
                 let c = &self.cells[cell as usize];
-                if !c.has_value {
+                if !c.has_value() {
                     return Err(EvalError::unset(cell));
                 }
                 match &c.value {
@@ -1205,7 +1370,7 @@ impl Machine {
             }
             _ => {
                 let c = &self.cells[cell as usize];
-                if !c.has_value {
+                if !c.has_value() {
                     return Err(EvalError::unset(cell));
                 }
                 Ok(c.value.clone().unwrap_or(Value::Null))
@@ -1216,7 +1381,7 @@ impl Machine {
     /// The value of a ready cell for the final checks and plugins (lists for relations).
     pub fn peek(&self, cell: CellId) -> Option<Value> {
         let c = &self.cells[cell as usize];
-        match c.kind {
+        match c.kind() {
             CellKind::List | CellKind::ListLiteral => Some(Value::List(Arc::from(&c.x().items[..]))),
             CellKind::Proxy => c.target().and_then(|t| self.peek(t)),
             _ => c.value.clone(),
@@ -1227,7 +1392,7 @@ impl Machine {
 
     /// Registers a gradual listener; false when the cell does not support listening.
     fn listen(&mut self, cell: CellId, collector: CollectorId, location: Location) -> R<bool> {
-        let kind = self.cells[cell as usize].kind;
+        let kind = self.cells[cell as usize].kind();
         match kind {
             CellKind::List | CellKind::ListLiteral => {
                 let items = self.cells[cell as usize].x().items.clone();
@@ -1236,7 +1401,7 @@ impl Machine {
                 }
                 let pure = self.collectors[collector as usize].pure_gradual();
                 let c = &mut self.cells[cell as usize];
-                if !c.has_value {
+                if !c.has_value() {
                     let x = c.xm();
                     let listeners = x.listeners.get_or_insert_with(Vec::new);
                     if listeners.contains(&collector) {
@@ -1354,15 +1519,15 @@ impl Machine {
     }
 
     fn connect_proxy(&mut self, proxy: CellId, target: CellId) -> R<()> {
-        self.cells[proxy as usize].link.0 = target;
-        if let Some((collector, location)) = self.cells[proxy as usize].x().proxy_listener {
+        self.cells[proxy as usize].link = target;
+        if let Some(&ProxyListener { collector, location, .. }) = self.proxy_listeners.get(&proxy) {
             if self.listen(target, collector, location)? {
-                self.cells[proxy as usize].xm().proxy_listener = None;
-            } else {
-                self.cells[proxy as usize].xm().notify_listener = true;
+                self.proxy_listeners.remove(&proxy);
+            } else if let Some(listener) = self.proxy_listeners.get_mut(&proxy) {
+                listener.notify = true;
             }
         }
-        let mut waiters = std::mem::replace(&mut self.cells[proxy as usize].waiters, WaitList::EMPTY);
+        let mut waiters = self.take_waiters(proxy);
         while let Some(w) = self.wait_nodes.pop(&mut waiters) {
             self.register(target, w);
         }
@@ -1381,11 +1546,11 @@ impl Machine {
     /// Sets a value into a cell (the reference's `set_value`), with type checks, double
     /// binding of relations and listener notification. `recur` sets the inverse end too.
     fn set_cell(&mut self, cell: CellId, value: Value, location: Location, recur: bool) -> R<()> {
-        let kind = self.cells[cell as usize].kind;
+        let kind = self.cells[cell as usize].kind();
         match kind {
             CellKind::Sink => Ok(()),
             CellKind::Plain | CellKind::Single | CellKind::Proxy => {
-                if self.cells[cell as usize].has_value {
+                if self.cells[cell as usize].has_value() {
                     let old = self.cells[cell as usize].value.clone().unwrap_or(Value::Null);
                     if !old.py_eq(&value) {
                         return Err(self.double_set(cell, &old, &value, location));
@@ -1398,7 +1563,7 @@ impl Machine {
                 let c = &mut self.cells[cell as usize];
                 c.value = Some(value.clone());
                 c.location = self.locations.intern(location);
-                c.has_value = true;
+                c.set_has_value(true);
                 if kind == CellKind::Single && recur {
                     self.set_inverse(cell, &value, location)?;
                 }
@@ -1406,7 +1571,7 @@ impl Machine {
                 Ok(())
             }
             CellKind::Option => {
-                if self.cells[cell as usize].has_value {
+                if self.cells[cell as usize].has_value() {
                     let old = self.cells[cell as usize].value.clone();
                     match old {
                         None | Some(Value::Null) => {
@@ -1454,7 +1619,7 @@ impl Machine {
                     return Ok(());
                 }
                 if let Value::List(items) = &value {
-                    if self.cells[cell as usize].has_value {
+                    if self.cells[cell as usize].has_value() {
                         if items.is_empty() {
                             return Ok(());
                         }
@@ -1475,7 +1640,7 @@ impl Machine {
                     }
                     return Ok(());
                 }
-                if self.cells[cell as usize].has_value {
+                if self.cells[cell as usize].has_value() {
                     if self.contains_item(cell, &value) {
                         return Ok(());
                     }
@@ -1679,7 +1844,7 @@ impl Machine {
 
     fn validate_cell(&mut self, cell: CellId, value: &Value) -> R<()> {
         let c = &self.cells[cell as usize];
-        let ty = match c.ty {
+        let ty = match c.ty() {
             PackedType::NONE => CellType::None,
             PackedType::BOOL => CellType::Bool,
             PackedType::FROM_OWNER => match c.owner().map(|(_, attr)| self.program.attribute(attr).kind) {
@@ -1687,7 +1852,7 @@ impl Machine {
                 Some(AttributeKind::Relation(r)) => CellType::Entity(r.target),
                 None => CellType::None,
             },
-            PackedType(e) => CellType::Entity(EntityId(e - 3)),
+            PackedType(e) => CellType::Entity(EntityId(e - PackedType::FIRST_ENTITY)),
         };
         match ty {
             CellType::None => Ok(()),
@@ -2084,7 +2249,10 @@ impl Machine {
             StmtKind::Assign { var, value } => {
                 let target = self.lookup_in(scope, VarRef::Name(*var), None)?;
                 let reqs = self.requires(*value, scope)?;
-                self.spawn(reqs, Body::Exec { target, promise: None, what: Exec::Expr(*value), scope, attr: None });
+                self.spawn(
+                    reqs,
+                    Body::Exec { target, promise: OptPromise::NONE, what: Exec::Expr(*value), scope, attr: None },
+                );
             }
             StmtKind::SetAttr { instance, .. } => {
                 let reqs = self.requires(*instance, scope)?;
@@ -2094,19 +2262,28 @@ impl Machine {
                 let mut reqs = self.schedule_promises(&[*then, *otherwise], scope)?;
                 reqs.extend(self.requires(*cond, scope)?);
                 let target = self.sink;
-                self.spawn(reqs, Body::Exec { target, promise: None, what: Exec::Stmt(stmt), scope, attr: None });
+                self.spawn(
+                    reqs,
+                    Body::Exec { target, promise: OptPromise::NONE, what: Exec::Stmt(stmt), scope, attr: None },
+                );
             }
             StmtKind::For { iterable, body, .. } => {
                 let mut reqs = self.schedule_promises(&[*body], scope)?;
                 let collector = self.add_collector(Collector::For { stmt, scope, seen: HashSet::new() });
                 reqs.extend(self.requires_gradual(*iterable, scope, collector)?);
                 let target = self.sink;
-                self.spawn(reqs, Body::Exec { target, promise: None, what: Exec::Stmt(stmt), scope, attr: None });
+                self.spawn(
+                    reqs,
+                    Body::Exec { target, promise: OptPromise::NONE, what: Exec::Stmt(stmt), scope, attr: None },
+                );
             }
             StmtKind::Expr(e) => {
                 let reqs = self.requires(*e, scope)?;
                 let target = self.sink;
-                self.spawn(reqs, Body::Exec { target, promise: None, what: Exec::Expr(*e), scope, attr: None });
+                self.spawn(
+                    reqs,
+                    Body::Exec { target, promise: OptPromise::NONE, what: Exec::Expr(*e), scope, attr: None },
+                );
             }
         }
         Ok(())
@@ -2154,7 +2331,7 @@ impl Machine {
             }
             Some(b) => {
                 let reqs = self.requires(b, scope)?;
-                self.spawn(reqs, Body::Hook { base: Some(b), name, scope, resumer, propagate_unset, location });
+                self.spawn(reqs, Body::Hook { base: b, name, scope, resumer, propagate_unset, location });
                 Ok(())
             }
         }
@@ -2187,7 +2364,7 @@ impl Machine {
 
     fn resolve_proxy(&self, cell: CellId) -> CellId {
         let c = &self.cells[cell as usize];
-        if c.kind == CellKind::Proxy
+        if c.kind() == CellKind::Proxy
             && let Some(t) = c.target()
         {
             return self.resolve_proxy(t);
@@ -2248,7 +2425,7 @@ impl Machine {
             }
             Op::And { lhs, .. } | Op::Or { lhs, .. } => {
                 let target = self.new_cell(CellKind::Plain);
-                self.cells[target as usize].ty = PackedType::BOOL;
+                self.cells[target as usize].set_ty(PackedType::BOOL);
                 let sub = self.requires(*lhs, scope)?;
                 self.spawn(sub, Body::Lazy { expr, scope, target });
                 reqs.push((Key::Expr(expr), target));
@@ -2315,7 +2492,7 @@ impl Machine {
                     self.requires_into(*v, scope, &mut sub)?;
                 }
                 let target = self.new_cell(CellKind::Plain);
-                self.cells[target as usize].ty = PackedType::entity(*entity);
+                self.cells[target as usize].set_ty(PackedType::entity(*entity));
                 self.spawn(sub, Body::Lookup { expr, scope, target });
                 reqs.push((Key::Expr(expr), target));
             }
@@ -2363,7 +2540,7 @@ impl Machine {
             }
             Op::Attr { base, name } => {
                 let proxy = self.new_cell(CellKind::Proxy);
-                self.cells[proxy as usize].xm().proxy_listener = Some((collector, location));
+                self.proxy_listeners.insert(proxy, ProxyListener { collector, location, notify: false });
                 self.schedule_hook(Some(*base), *name, scope, Resumer::Reader(proxy), false, location)?;
                 Ok(smallvec![(Key::Expr(expr), proxy)])
             }
@@ -2374,7 +2551,16 @@ impl Machine {
                 for item in items.iter() {
                     let promise = self.get_promise(temp);
                     let reqs = self.requires_gradual(*item, scope, temp_collector)?;
-                    self.spawn(reqs, Body::Exec { target: temp, promise, what: Exec::Expr(*item), scope, attr: None });
+                    self.spawn(
+                        reqs,
+                        Body::Exec {
+                            target: temp,
+                            promise: promise.into(),
+                            what: Exec::Expr(*item),
+                            scope,
+                            attr: None,
+                        },
+                    );
                 }
                 if items.is_empty() {
                     self.freeze(temp);
@@ -2460,7 +2646,7 @@ impl Machine {
             reqs,
             Body::Exec {
                 target: result,
-                promise: None,
+                promise: OptPromise::NONE,
                 what: Exec::CompElement { helper, unknown, guarded: guard.is_some() },
                 scope: value_scope,
                 attr: None,
@@ -2559,7 +2745,7 @@ impl Machine {
                         }
                     };
                     self.set_cell(target, value, location, true)?;
-                    if let Some(pr) = promise {
+                    if let Some(pr) = promise.get() {
                         self.fulfill(pr);
                     }
                     Ok(())
@@ -2574,7 +2760,7 @@ impl Machine {
                             if e.kind == ErrorKind::OptionalValueException {
                                 e.location = Some(ctx.location);
                             }
-                            Err(self.attribute_error(ctx.instance, ctx.attr, e.at(ctx.location), Some(ctx.location)))
+                            Err(self.attribute_error(ctx.instance(), ctx.attr, e.at(ctx.location), Some(ctx.location)))
                         }
                     }
                     (Err(e), None) => Err(e),
@@ -2607,7 +2793,7 @@ impl Machine {
                     )
                     .at(location));
                 };
-                let multi = matches!(self.cells[cell as usize].kind, CellKind::List);
+                let multi = matches!(self.cells[cell as usize].kind(), CellKind::List);
                 if extend && !multi {
                     return Err(typing("Can not use += on relations with multiplicity 1").at(location));
                 }
@@ -2638,7 +2824,10 @@ impl Machine {
                     self.set_cell(target, Value::Bool(b), location, true)
                 } else {
                     let reqs = self.requires(rhs, scope)?;
-                    self.spawn(reqs, Body::Exec { target, promise: None, what: Exec::Expr(rhs), scope, attr: None });
+                    self.spawn(
+                        reqs,
+                        Body::Exec { target, promise: OptPromise::NONE, what: Exec::Expr(rhs), scope, attr: None },
+                    );
                     Ok(())
                 }
             }
@@ -2698,7 +2887,7 @@ impl Machine {
                         for s in splats.iter() {
                             params.extend(self.splat(*s, &values, scope)?);
                         }
-                        self.cells[target as usize].ty = PackedType::entity(end.target);
+                        self.cells[target as usize].set_ty(PackedType::entity(end.target));
                         (end.target, params)
                     }
                     _ => unreachable!(),
@@ -2707,7 +2896,6 @@ impl Machine {
                 Ok(())
             }
             Body::Hook { base, name, scope, resumer, propagate_unset, location } => {
-                let Some(base) = base else { unreachable!() };
                 let mut values = Values(SmallVec::new());
                 let mut unset: Option<CellId> = None;
                 for (k, c) in requires {
@@ -2860,7 +3048,7 @@ impl Machine {
                 let location = c.location(expr);
                 let Op::Call { callee, name, args: a, kwargs, splats } = &c.expr(expr).kind else { unreachable!() };
                 let (args_v, kwargs_v) = match args.as_ref() {
-                    Some(x) => x.clone(),
+                    Some(x) => (**x).clone(),
                     None => {
                         let values = self.values(requires)?;
                         let mut pos = Vec::new();
@@ -2887,7 +3075,7 @@ impl Machine {
                 };
                 // Kept for a retry when the plugin reads an unset value, so the arguments are
                 // evaluated once, as the reference's FunctionUnit does.
-                *args = Some((args_v.clone(), kwargs_v.clone()));
+                *args = Some(Box::new((args_v.clone(), kwargs_v.clone())));
                 let (args, kwargs) = (args_v, kwargs_v);
                 let value = match callee {
                     Callee::Cast(prim) => {
@@ -2962,7 +3150,7 @@ impl Machine {
         scope: ScopeId,
         location: Location,
     ) -> R<()> {
-        let multi = matches!(self.cells[cell as usize].kind, CellKind::List);
+        let multi = matches!(self.cells[cell as usize].kind(), CellKind::List);
         let promise = self.get_promise(cell);
         let reqs = if multi {
             let collector =
@@ -2975,10 +3163,10 @@ impl Machine {
             reqs,
             Body::Exec {
                 target: cell,
-                promise,
+                promise: promise.into(),
                 what: Exec::Expr(value),
                 scope,
-                attr: Some(AttrCtx { instance: inst, attr: attribute, location }),
+                attr: Some(AttrCtx::new(inst, attribute, location)),
             },
         );
         Ok(())
@@ -3509,7 +3697,13 @@ impl Machine {
         let target = self.sink;
         self.spawn(
             reqs,
-            Body::Exec { target, promise: None, what: Exec::SubCtor { instance: inst, index }, scope, attr: None },
+            Body::Exec {
+                target,
+                promise: OptPromise::NONE,
+                what: Exec::SubCtor { instance: inst, index },
+                scope,
+                attr: None,
+            },
         );
         Ok(())
     }
@@ -3527,10 +3721,7 @@ impl Machine {
                 AttributeKind::Relation(r) if r.lower == 0 && r.upper == Some(1) => CellKind::Option,
                 AttributeKind::Relation(_) => CellKind::List,
             };
-            let mut cell = Cell::new(kind);
-            cell.ty = PackedType::FROM_OWNER;
-            cell.link = (id, attr.0);
-            let cid = self.cells.push(cell) as CellId;
+            let cid = self.cells.push(Cell::attribute(kind, id, attr)) as CellId;
             if self.cells[cid as usize].is_delayed() && self.can_get(cid) {
                 self.queue(cid);
             }
@@ -3932,7 +4123,54 @@ mod pyformat {
 
 #[cfg(test)]
 mod tests {
-    use super::substitute_in_one_pass;
+    use super::{Cell, CellKind, PackedType, WaitList, WaitNodes, substitute_in_one_pass};
+
+    /// Waiter lists release their waiters in registration order, whatever the interleaving
+    /// of lists sharing the node arena and the reuse of freed nodes.
+    #[test]
+    fn wait_lists_are_fifo() {
+        let mut nodes = WaitNodes::default();
+        let (mut a, mut b) = (WaitList::EMPTY, WaitList::EMPTY);
+        for round in 0..3u32 {
+            for i in 0..5 {
+                nodes.push(&mut a, round * 100 + i);
+                nodes.push(&mut b, round * 100 + 50 + i);
+            }
+            let mut list = std::mem::replace(&mut a, WaitList::EMPTY);
+            let drained: Vec<u32> = std::iter::from_fn(|| nodes.pop(&mut list)).collect();
+            assert_eq!(drained, (0..5).map(|i| round * 100 + i).collect::<Vec<_>>());
+            assert!(nodes.pop(&mut list).is_none());
+        }
+        let drained: Vec<u32> = std::iter::from_fn(|| nodes.pop(&mut b)).collect();
+        let expected: Vec<u32> = (0..3).flat_map(|round| (0..5).map(move |i| round * 100 + 50 + i)).collect();
+        assert_eq!(drained, expected);
+    }
+
+    /// A cell's packed word keeps its kind, flags and index apart.
+    #[test]
+    fn cell_fields_share_one_word() {
+        for kind in &CellKind::ALL[..7] {
+            let mut cell = Cell::new(*kind);
+            assert_eq!(cell.kind(), *kind);
+            assert_eq!(cell.tracks_promises(), cell.is_delayed());
+            cell.set_has_value(true);
+            cell.set_queued(true);
+            let last_entity = PackedType::entity(weft_ir::program::EntityId(super::MAX_ENTITIES as u32 - 1));
+            if *kind == CellKind::Plain {
+                cell.set_ty(last_entity);
+                assert_eq!(cell.ty(), last_entity);
+            }
+            cell.set_tracks_promises(false);
+            assert_eq!(cell.kind(), *kind);
+            assert!(cell.has_value() && cell.queued() && !cell.tracks_promises());
+        }
+        let attr = weft_ir::program::AttrId(super::MAX_ATTRIBUTES as u32 - 1);
+        let mut cell = Cell::attribute(CellKind::List, 7, attr);
+        cell.set_has_value(true);
+        assert_eq!(cell.owner(), Some((7, attr)));
+        assert_eq!(cell.ty(), PackedType::FROM_OWNER);
+        assert_eq!(cell.kind(), CellKind::List);
+    }
 
     /// The `{{name}}` spans of a template as the frontend finds them (left to right, no
     /// overlap): `{{`, optional spaces, name characters, optional spaces, `}}`.

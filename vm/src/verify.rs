@@ -56,6 +56,14 @@ impl Verifier<'_> {
         if !p.entities.is_empty() {
             below("entity", p.std_entity.0, entities)?;
         }
+        // Cells keep an entity or an attribute index in 24 bits.
+        use crate::machine::{MAX_ATTRIBUTES, MAX_ENTITIES};
+        if entities > MAX_ENTITIES {
+            return Err(format!("{entities} entities: the machine supports at most {MAX_ENTITIES}"));
+        }
+        if attributes > MAX_ATTRIBUTES {
+            return Err(format!("{attributes} attributes: the machine supports at most {MAX_ATTRIBUTES}"));
+        }
         for entity in &p.entities {
             self.location(&entity.location)?;
             for parent in &entity.parents {
