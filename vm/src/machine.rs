@@ -798,7 +798,7 @@ pub struct Machine {
     promises: Vec<Promise>,
     eager: Vec<EagerPromise>,
     comps: Vec<CompHelper>,
-    pub instances: Vec<Instance>,
+    pub instances: Table<Instance>,
     /// Where cells were set (see `Cell::location`).
     locations: LocationTable,
     /// Constructor locations after an instance's first (see `Instance::more_locations`).
@@ -861,32 +861,46 @@ struct Known {
 /// sequence number per task: a flag per sequence number says whether that task is pending, and
 /// the slot it runs in.
 pub mod pending {
+    /// The pending tasks by creation sequence number: a window that starts at the oldest
+    /// pending task, so that it holds the span of live tasks rather than every task ever
+    /// spawned (seventeen million on a million-instance model).
     #[derive(Default)]
     pub struct Pending {
-        /// Per sequence number: the task's slot, or `u32::MAX` once it finished.
+        /// Per sequence number from `base`: the task's slot, or `u32::MAX` once it finished.
         slots: Vec<u32>,
+        /// The sequence number of `slots[0]`.
+        base: usize,
         live: usize,
         /// No pending task has a smaller sequence number.
         first: usize,
     }
 
+    /// Finished tasks at the front of the window are dropped once there are this many and
+    /// they are at least half of it, so that each entry is moved a bounded number of times.
+    const COMPACT_AT: usize = 4096;
+
     impl Pending {
         pub fn insert(&mut self, seq: u32, slot: u32) {
-            let seq = seq as usize;
-            if self.slots.len() <= seq {
-                self.slots.resize(seq + 1, u32::MAX);
+            let at = seq as usize - self.base;
+            if self.slots.len() <= at {
+                self.slots.resize(at + 1, u32::MAX);
             }
-            self.slots[seq] = slot;
+            self.slots[at] = slot;
             self.live += 1;
         }
 
         pub fn remove(&mut self, seq: u32) {
-            let seq = seq as usize;
-            if self.slots.get(seq).is_some_and(|&s| s != u32::MAX) {
-                self.slots[seq] = u32::MAX;
+            let Some(at) = (seq as usize).checked_sub(self.base) else { return };
+            if self.slots.get(at).is_some_and(|&s| s != u32::MAX) {
+                self.slots[at] = u32::MAX;
                 self.live -= 1;
-                while self.first < self.slots.len() && self.slots[self.first] == u32::MAX {
+                while self.first - self.base < self.slots.len() && self.slots[self.first - self.base] == u32::MAX {
                     self.first += 1;
+                }
+                let finished = self.first - self.base;
+                if finished >= COMPACT_AT && finished * 2 >= self.slots.len() {
+                    self.slots.drain(..finished);
+                    self.base = self.first;
                 }
             }
         }
@@ -897,7 +911,41 @@ pub mod pending {
 
         /// The slots of the pending tasks, oldest first.
         pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
-            self.slots[self.first.min(self.slots.len())..].iter().copied().filter(|&s| s != u32::MAX)
+            self.slots[(self.first - self.base).min(self.slots.len())..].iter().copied().filter(|&s| s != u32::MAX)
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::Pending;
+
+        /// The window keeps the pending tasks in creation order while it drops finished ones.
+        #[test]
+        fn pending_tasks_stay_in_order_across_compaction() {
+            let mut pending = Pending::default();
+            let mut expected = std::collections::BTreeMap::new();
+            for seq in 0..50_000u32 {
+                pending.insert(seq, seq % 1000);
+                expected.insert(seq, seq % 1000);
+                // Finish most tasks soon after they start, and every 97th much later.
+                if seq >= 10 && (seq - 10) % 97 != 0 {
+                    pending.remove(seq - 10);
+                    expected.remove(&(seq - 10));
+                }
+                if seq % 20_000 == 0 {
+                    let late: Vec<u32> = expected.keys().copied().filter(|&s| s + 10 < seq).collect();
+                    for s in late {
+                        pending.remove(s);
+                        expected.remove(&s);
+                    }
+                }
+            }
+            assert!(pending.slots.len() < 25_000, "the window dropped finished tasks");
+            assert!(pending.iter().eq(expected.values().copied()));
+            for s in expected.keys().copied().collect::<Vec<_>>() {
+                pending.remove(s);
+            }
+            assert!(pending.is_empty() && pending.iter().next().is_none());
         }
     }
 }
@@ -934,7 +982,7 @@ impl Machine {
             promises: Vec::new(),
             eager: Vec::new(),
             comps: Vec::new(),
-            instances: Vec::new(),
+            instances: Table::new(),
             more_locations: Vec::new(),
             locations: LocationTable::default(),
             block_variables,

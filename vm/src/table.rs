@@ -34,7 +34,7 @@ impl<T> Default for Table<T> {
 /// Chunks a prefaulting thread keeps ready besides the one it hands over: none, because a
 /// table fills a chunk in milliseconds and the thread prepares the next one in well under
 /// that, and an unused chunk at the end is memory for nothing.
-const PREFAULTED_CHUNKS: usize = 0;
+const PREFAULTED_CHUNKS: usize = 2;
 
 /// The size of the smallest page: touching one byte per page makes the kernel provide it.
 const PAGE: usize = 4096;
