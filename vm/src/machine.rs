@@ -201,6 +201,16 @@ impl CellKind {
         // Three bits hold eight values; the eighth is never stored.
         CellKind::Sink,
     ];
+
+    /// A relation end that takes elements gradually (`[0:1]` or multi-valued).
+    fn is_relation(self) -> bool {
+        matches!(self, CellKind::Option | CellKind::List)
+    }
+
+    /// A cell whose value is complete only when it freezes: its providers are counted.
+    fn is_delayed(self) -> bool {
+        matches!(self, CellKind::Option | CellKind::List | CellKind::ListLiteral)
+    }
 }
 
 /// A cell, laid out compactly: a model has about twenty per entity instance, so every byte
@@ -209,8 +219,8 @@ impl CellKind {
 /// node arena (`WaitNodes`).
 pub struct Cell {
     pub value: Option<Value>,
-    /// What only delayed cells (lists, options) and listening proxies need, out of line to
-    /// keep the common cell small.
+    /// What only delayed cells (lists, options) need, out of line to keep the common cell
+    /// small.
     ext: Option<Box<CellExt>>,
     /// Attribute cells: the owning instance. Proxies: the target cell once connected. `NONE`
     /// where absent.
@@ -343,12 +353,11 @@ impl Cell {
     const KIND_MASK: u32 = 0b111 << Self::KIND_SHIFT;
     const HAS_VALUE: u32 = 1 << 27;
     const QUEUED: u32 = 1 << 28;
-    /// Whether `promises` counts providers: delayed cells until they freeze.
+    /// Whether `CellExt::outstanding` counts providers: delayed cells until they freeze.
     const TRACKS_PROMISES: u32 = 1 << 29;
     const INDEX_MASK: u32 = MAX_PACKED_INDEX;
 
     fn new(kind: CellKind) -> Self {
-        let tracks = matches!(kind, CellKind::Option | CellKind::List | CellKind::ListLiteral);
         Cell {
             value: None,
             ext: if matches!(kind, CellKind::List | CellKind::ListLiteral) {
@@ -361,7 +370,7 @@ impl Cell {
             waiters: WaitList::EMPTY,
             packed: PackedType::NONE.0
                 | (kind as u32) << Self::KIND_SHIFT
-                | if tracks { Self::TRACKS_PROMISES } else { 0 },
+                | if kind.is_delayed() { Self::TRACKS_PROMISES } else { 0 },
         }
     }
 
@@ -370,8 +379,13 @@ impl Cell {
         debug_assert!(attr.0 <= Self::INDEX_MASK, "the verifier bounds attribute indices");
         let mut cell = Cell::new(kind);
         cell.link = instance;
-        cell.packed = (cell.packed & !Self::INDEX_MASK) | attr.0;
+        cell.set_index(attr.0);
         cell
+    }
+
+    /// Replaces the low 24 bits: the attribute or the type check.
+    fn set_index(&mut self, index: u32) {
+        self.packed = (self.packed & !Self::INDEX_MASK) | index;
     }
 
     #[inline]
@@ -380,8 +394,8 @@ impl Cell {
     }
 
     #[inline]
-    pub fn has_value(&self) -> bool {
-        self.packed & Self::HAS_VALUE != 0
+    fn is_set(&self, flag: u32) -> bool {
+        self.packed & flag != 0
     }
 
     #[inline]
@@ -394,13 +408,18 @@ impl Cell {
     }
 
     #[inline]
+    pub fn has_value(&self) -> bool {
+        self.is_set(Self::HAS_VALUE)
+    }
+
+    #[inline]
     fn set_has_value(&mut self, on: bool) {
         self.flag(Self::HAS_VALUE, on);
     }
 
     #[inline]
     fn queued(&self) -> bool {
-        self.packed & Self::QUEUED != 0
+        self.is_set(Self::QUEUED)
     }
 
     #[inline]
@@ -410,7 +429,7 @@ impl Cell {
 
     #[inline]
     fn tracks_promises(&self) -> bool {
-        self.packed & Self::TRACKS_PROMISES != 0
+        self.is_set(Self::TRACKS_PROMISES)
     }
 
     #[inline]
@@ -426,7 +445,7 @@ impl Cell {
     fn set_ty(&mut self, ty: PackedType) {
         debug_assert!(self.owner().is_none(), "an attribute cell's type is its attribute's");
         debug_assert!(ty.0 <= Self::INDEX_MASK, "the verifier bounds entity indices");
-        self.packed = (self.packed & !Self::INDEX_MASK) | ty.0;
+        self.set_index(ty.0);
     }
 
     fn x(&self) -> &CellExt {
@@ -444,11 +463,11 @@ impl Cell {
 
     /// A relation end that takes elements gradually (`[0:1]` or multi-valued).
     fn is_relation(&self) -> bool {
-        matches!(self.kind(), CellKind::Option | CellKind::List)
+        self.kind().is_relation()
     }
 
     pub fn is_delayed(&self) -> bool {
-        matches!(self.kind(), CellKind::Option | CellKind::List | CellKind::ListLiteral)
+        self.kind().is_delayed()
     }
 
     /// For attribute cells: the instance and attribute.
