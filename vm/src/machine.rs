@@ -355,6 +355,9 @@ impl Cell {
     const QUEUED: u32 = 1 << 28;
     /// Whether `CellExt::outstanding` counts providers: delayed cells until they freeze.
     const TRACKS_PROMISES: u32 = 1 << 29;
+    /// A proxy with an entry in `Machine::proxy_listeners`: proxies are read and connected
+    /// often and few have a listener, so the flag spares the others a map lookup.
+    const LISTENED: u32 = 1 << 30;
     const INDEX_MASK: u32 = MAX_PACKED_INDEX;
 
     fn new(kind: CellKind) -> Self {
@@ -1399,8 +1402,10 @@ impl Machine {
             CellKind::Proxy => {
                 let target = self.cells[cell as usize].target().ok_or_else(|| rt("proxy not connected"))?;
                 let value = self.get_value(target)?;
-                if let Some(&ProxyListener { collector, location, notify: true }) = self.proxy_listeners.get(&cell) {
-                    self.proxy_listeners.remove(&cell);
+                if self.cells[cell as usize].is_set(Cell::LISTENED)
+                    && let Some(&ProxyListener { collector, location, notify: true }) = self.proxy_listeners.get(&cell)
+                {
+                    self.remove_proxy_listener(cell);
                     self.receive_flatten(collector, value.clone(), location)?;
                 }
                 Ok(value)
@@ -1585,11 +1590,18 @@ impl Machine {
         Ok(())
     }
 
+    fn remove_proxy_listener(&mut self, proxy: CellId) {
+        self.proxy_listeners.remove(&proxy);
+        self.cells[proxy as usize].flag(Cell::LISTENED, false);
+    }
+
     fn connect_proxy(&mut self, proxy: CellId, target: CellId) -> R<()> {
         self.cells[proxy as usize].link = target;
-        if let Some(&ProxyListener { collector, location, .. }) = self.proxy_listeners.get(&proxy) {
+        if self.cells[proxy as usize].is_set(Cell::LISTENED)
+            && let Some(&ProxyListener { collector, location, .. }) = self.proxy_listeners.get(&proxy)
+        {
             if self.listen(target, collector, location)? {
-                self.proxy_listeners.remove(&proxy);
+                self.remove_proxy_listener(proxy);
             } else if let Some(listener) = self.proxy_listeners.get_mut(&proxy) {
                 listener.notify = true;
             }
@@ -2608,6 +2620,7 @@ impl Machine {
             Op::Attr { base, name } => {
                 let proxy = self.new_cell(CellKind::Proxy);
                 self.proxy_listeners.insert(proxy, ProxyListener { collector, location, notify: false });
+                self.cells[proxy as usize].flag(Cell::LISTENED, true);
                 self.schedule_hook(Some(*base), *name, scope, Resumer::Reader(proxy), false, location)?;
                 Ok(smallvec![(Key::Expr(expr), proxy)])
             }
@@ -4222,6 +4235,7 @@ mod tests {
             assert_eq!(cell.tracks_promises(), cell.is_delayed());
             cell.set_has_value(true);
             cell.set_queued(true);
+            cell.flag(Cell::LISTENED, true);
             let last_entity = PackedType::entity(weft_ir::program::EntityId(super::MAX_ENTITIES as u32 - 1));
             if *kind == CellKind::Plain {
                 cell.set_ty(last_entity);
@@ -4229,7 +4243,7 @@ mod tests {
             }
             cell.set_tracks_promises(false);
             assert_eq!(cell.kind(), *kind);
-            assert!(cell.has_value() && cell.queued() && !cell.tracks_promises());
+            assert!(cell.has_value() && cell.queued() && !cell.tracks_promises() && cell.is_set(Cell::LISTENED));
         }
         let attr = weft_ir::program::AttrId(super::MAX_ATTRIBUTES as u32 - 1);
         let mut cell = Cell::attribute(CellKind::List, 7, attr);
