@@ -4014,17 +4014,18 @@ fn regex_match(engine: &str, text: &str) -> bool {
     thread_local! {
         static CACHE: std::cell::RefCell<HashMap<String, Option<fancy_regex::Regex>>> = Default::default();
     }
+    let matches = |re: &Option<fancy_regex::Regex>| re.as_ref().is_some_and(|re| re.is_match(text).unwrap_or(false));
     CACHE.with(|c| {
         let mut c = c.borrow_mut();
-        // Looked up by `&str` first: every typedef check passes here, and only the first
-        // one of each pattern needs an owned key.
-        if !c.contains_key(engine) {
-            c.insert(engine.to_string(), fancy_regex::Regex::new(engine).ok());
+        // Looked up by `&str`, once: every typedef check passes here, and only the first one
+        // of each pattern needs an owned key.
+        if let Some(re) = c.get(engine) {
+            return matches(re);
         }
-        match &c[engine] {
-            Some(re) => re.is_match(text).unwrap_or(false),
-            None => false,
-        }
+        let re = fancy_regex::Regex::new(engine).ok();
+        let matched = matches(&re);
+        c.insert(engine.to_string(), re);
+        matched
     })
 }
 
