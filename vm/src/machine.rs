@@ -893,7 +893,7 @@ pub mod pending {
         /// The sequence number of `slots[0]`.
         base: usize,
         live: usize,
-        /// No pending task has a smaller sequence number.
+        /// No pending task is before `slots[first]`.
         first: usize,
     }
 
@@ -916,13 +916,13 @@ pub mod pending {
             if self.slots.get(at).is_some_and(|&s| s != u32::MAX) {
                 self.slots[at] = u32::MAX;
                 self.live -= 1;
-                while self.first - self.base < self.slots.len() && self.slots[self.first - self.base] == u32::MAX {
+                while self.first < self.slots.len() && self.slots[self.first] == u32::MAX {
                     self.first += 1;
                 }
-                let finished = self.first - self.base;
-                if finished >= COMPACT_AT && finished * 2 >= self.slots.len() {
-                    self.slots.drain(..finished);
-                    self.base = self.first;
+                if self.first >= COMPACT_AT && self.first * 2 >= self.slots.len() {
+                    self.slots.drain(..self.first);
+                    self.base += self.first;
+                    self.first = 0;
                 }
             }
         }
@@ -933,7 +933,7 @@ pub mod pending {
 
         /// The slots of the pending tasks, oldest first.
         pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
-            self.slots[(self.first - self.base).min(self.slots.len())..].iter().copied().filter(|&s| s != u32::MAX)
+            self.slots[self.first.min(self.slots.len())..].iter().copied().filter(|&s| s != u32::MAX)
         }
     }
 
