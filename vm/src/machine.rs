@@ -673,9 +673,17 @@ impl AttrCtx {
 
 #[derive(Clone, Copy)]
 enum Resumer {
+    /// A proxy that readers wait on (and may listen to) until it is connected.
     Reader(CellId),
+    /// A proxy that only the requirement lists of the tasks waiting on it refer to: the
+    /// proxy of one `a.b` read in an expression's requirements. Once connected it is not
+    /// needed any more (see `Machine::connect_requirement`).
+    Requirement(CellId),
     Eager(u32),
-    IsDefined { target: CellId, location: Location },
+    IsDefined {
+        target: CellId,
+        location: Location,
+    },
 }
 
 pub struct Waiter {
@@ -850,6 +858,9 @@ pub struct Machine {
     /// is connected and its value delivered. Few proxies have one, so they are kept here
     /// rather than in every cell's `CellExt`.
     proxy_listeners: HashMap<CellId, ProxyListener>,
+    /// Requirement proxies that were connected and can be reused (see
+    /// `Machine::connect_requirement`).
+    free_proxies: Vec<CellId>,
     /// Pending (not finished) tasks, in creation order.
     pub all_waiters: pending::Pending,
     host: Option<Box<dyn Host>>,
@@ -1022,6 +1033,7 @@ impl Machine {
             entities,
             ns_scopes: Vec::new(),
             run_queue: VecDeque::new(),
+            free_proxies: Vec::new(),
             resumptions: VecDeque::new(),
             wait_queue: VecDeque::new(),
             proxy_listeners: HashMap::default(),
@@ -1629,6 +1641,35 @@ impl Machine {
             self.register(target, w);
         }
         Ok(())
+    }
+
+    /// A proxy for [`Resumer::Requirement`], reusing one that was connected before.
+    fn new_requirement_proxy(&mut self) -> CellId {
+        match self.free_proxies.pop() {
+            Some(proxy) => proxy,
+            None => self.new_cell(CellKind::Proxy),
+        }
+    }
+
+    /// Connects a requirement proxy. Every task that holds the proxy holds it in its
+    /// requirement list and waits on it: the requirements an expression gets are handed to
+    /// the task spawned with them before anything runs, and the hook that connects the proxy
+    /// runs later, from the run queue. So pointing those lists at the attribute cell itself
+    /// leaves no reference to the proxy, and its cell serves the next read. Those are a fifth
+    /// of all cells otherwise (381k of 1.8M on the 93k-instance benchmark).
+    fn connect_requirement(&mut self, proxy: CellId, target: CellId) {
+        debug_assert!(!self.cells[proxy as usize].is_set(Cell::LISTENED), "requirement proxies have no listener");
+        let mut waiters = self.take_waiters(proxy);
+        while let Some(w) = self.wait_nodes.pop(&mut waiters) {
+            for (_, cell) in self.waiters[w as usize].requires.iter_mut() {
+                if *cell == proxy {
+                    *cell = target;
+                }
+            }
+            self.register(target, w);
+        }
+        self.cells[proxy as usize] = Cell::new(CellKind::Proxy);
+        self.free_proxies.push(proxy);
     }
 
     // ----- setting values -----------------------------------------------------------------
@@ -2463,6 +2504,10 @@ impl Machine {
     fn resume_variable(&mut self, resumer: Resumer, cell: CellId) -> R<()> {
         match resumer {
             Resumer::Reader(proxy) => self.connect_proxy(proxy, cell),
+            Resumer::Requirement(proxy) => {
+                self.connect_requirement(proxy, cell);
+                Ok(())
+            }
             Resumer::Eager(id) => {
                 if !self.eager[id as usize].fulfilled {
                     let target = self.resolve_proxy(cell);
@@ -2533,8 +2578,8 @@ impl Machine {
                 reqs.push((Key::Name(*name), cell));
             }
             Op::Attr { base, name } => {
-                let proxy = self.new_cell(CellKind::Proxy);
-                self.schedule_hook(Some(*base), *name, scope, Resumer::Reader(proxy), false, location)?;
+                let proxy = self.new_requirement_proxy();
+                self.schedule_hook(Some(*base), *name, scope, Resumer::Requirement(proxy), false, location)?;
                 reqs.push((Key::Expr(expr), proxy));
             }
             Op::Subscript { map, key } => {
