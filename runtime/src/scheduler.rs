@@ -134,8 +134,7 @@ pub fn run(machine: &mut Machine, max_iterations: usize) -> Result<usize, Vec<Ev
 /// themselves wait (directly or not) for something only a freeze can give.
 fn break_wait_cycle(machine: &mut Machine) -> bool {
     let mut candidates = WaitQueue::default();
-    let waiters: Vec<u32> = machine.all_waiters.iter().collect();
-    for w in waiters {
+    for w in machine.pending_tasks() {
         for cell in machine.requirement_cells(w) {
             if !machine.cells[cell as usize].is_delayed() || machine.has_value(cell) {
                 continue;
@@ -226,9 +225,9 @@ fn final_checks(machine: &mut Machine) -> Result<(), Vec<EvalError>> {
         });
         return Err(errors);
     }
-    if !machine.all_waiters.is_empty() {
+    if machine.has_pending_tasks() {
         let mut e = EvalError::new(ErrorKind::RuntimeException, "not all statements executed");
-        if let Some(w) = machine.all_waiters.iter().next() {
+        if let Some(&w) = machine.pending_tasks().first() {
             e.location = machine.waiter_location(w);
         }
         return Err(vec![e]);

@@ -688,7 +688,7 @@ enum Resumer {
 
 pub struct Waiter {
     waitcount: i32,
-    /// Creation order (the key of `Machine::all_waiters`).
+    /// Creation order (see `Machine::pending_tasks`).
     seq: u32,
     requires: Reqs,
     /// `None` while the task runs and once it finished.
@@ -861,8 +861,11 @@ pub struct Machine {
     /// Requirement proxies that were connected and can be reused (see
     /// `Machine::connect_requirement`).
     free_proxies: Vec<CellId>,
-    /// Pending (not finished) tasks, in creation order.
-    pub all_waiters: pending::Pending,
+    /// How many tasks were spawned and did not finish. Which ones, in creation order, is
+    /// asked only when the run queue is empty and no freeze made progress (twice in a run of
+    /// the 93k-instance benchmark), so it is found then by [`Machine::pending_tasks`] rather
+    /// than kept up to date for each of the million tasks.
+    live_tasks: usize,
     host: Option<Box<dyn Host>>,
     unique: u64,
     symbols: Known,
@@ -899,99 +902,6 @@ impl<T> std::ops::Deref for Shared<T> {
 
 struct Known {
     self_: Symbol,
-}
-
-/// The pending tasks in creation order. Task slots are reused, so creation order is kept as a
-/// sequence number per task: a flag per sequence number says whether that task is pending, and
-/// the slot it runs in.
-pub mod pending {
-    /// The pending tasks by creation sequence number: a window that starts at the oldest
-    /// pending task, so that it holds the span of live tasks rather than every task ever
-    /// spawned (seventeen million on a million-instance model).
-    #[derive(Default)]
-    pub struct Pending {
-        /// Per sequence number from `base`: the task's slot, or `u32::MAX` once it finished.
-        slots: Vec<u32>,
-        /// The sequence number of `slots[0]`.
-        base: usize,
-        live: usize,
-        /// No pending task is before `slots[first]`.
-        first: usize,
-    }
-
-    /// Finished tasks at the front of the window are dropped once there are this many and
-    /// they are at least half of it, so that each entry is moved a bounded number of times.
-    const COMPACT_AT: usize = 4096;
-
-    impl Pending {
-        pub fn insert(&mut self, seq: u32, slot: u32) {
-            let at = seq as usize - self.base;
-            if self.slots.len() <= at {
-                self.slots.resize(at + 1, u32::MAX);
-            }
-            self.slots[at] = slot;
-            self.live += 1;
-        }
-
-        pub fn remove(&mut self, seq: u32) {
-            let Some(at) = (seq as usize).checked_sub(self.base) else { return };
-            if self.slots.get(at).is_some_and(|&s| s != u32::MAX) {
-                self.slots[at] = u32::MAX;
-                self.live -= 1;
-                while self.first < self.slots.len() && self.slots[self.first] == u32::MAX {
-                    self.first += 1;
-                }
-                if self.first >= COMPACT_AT && self.first * 2 >= self.slots.len() {
-                    self.slots.drain(..self.first);
-                    self.base += self.first;
-                    self.first = 0;
-                }
-            }
-        }
-
-        pub fn is_empty(&self) -> bool {
-            self.live == 0
-        }
-
-        /// The slots of the pending tasks, oldest first.
-        pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
-            self.slots[self.first.min(self.slots.len())..].iter().copied().filter(|&s| s != u32::MAX)
-        }
-    }
-
-    #[cfg(test)]
-    mod tests {
-        use super::Pending;
-
-        /// The window keeps the pending tasks in creation order while it drops finished ones.
-        #[test]
-        fn pending_tasks_stay_in_order_across_compaction() {
-            let mut pending = Pending::default();
-            let mut expected = std::collections::BTreeMap::new();
-            for seq in 0..50_000u32 {
-                pending.insert(seq, seq % 1000);
-                expected.insert(seq, seq % 1000);
-                // Finish most tasks soon after they start, and every 97th much later.
-                if seq >= 10 && (seq - 10) % 97 != 0 {
-                    pending.remove(seq - 10);
-                    expected.remove(&(seq - 10));
-                }
-                if seq % 20_000 == 0 {
-                    let late: Vec<u32> = expected.keys().copied().filter(|&s| s + 10 < seq).collect();
-                    for s in late {
-                        pending.remove(s);
-                        expected.remove(&s);
-                    }
-                }
-            }
-            assert!(pending.slots.len() < 25_000, "the window dropped finished tasks");
-            assert!(pending.iter().eq(expected.values().copied()));
-            for s in expected.keys().copied().collect::<Vec<_>>() {
-                pending.remove(s);
-            }
-            assert!(pending.is_empty() && pending.iter().next().is_none());
-        }
-    }
 }
 
 impl Machine {
@@ -1037,7 +947,7 @@ impl Machine {
             resumptions: VecDeque::new(),
             wait_queue: VecDeque::new(),
             proxy_listeners: HashMap::default(),
-            all_waiters: Default::default(),
+            live_tasks: 0,
             host: Some(host),
             unique: 0,
             extra_names: Vec::new(),
@@ -1324,13 +1234,32 @@ impl Machine {
             }
             None => self.waiters.push(waiter) as WaiterId,
         };
-        self.all_waiters.insert(seq, id);
+        self.live_tasks += 1;
         for &(_, cell) in &requires {
             self.wait_for(id, cell);
         }
         self.waiters[id as usize].requires = requires;
         self.ready(id);
         id
+    }
+
+    /// Whether some task was spawned and did not finish.
+    pub fn has_pending_tasks(&self) -> bool {
+        self.live_tasks > 0
+    }
+
+    /// The tasks that were spawned and did not finish, oldest first. Only the slots of those
+    /// hold a body while no task runs: a finished task's slot is free until it is reused.
+    pub fn pending_tasks(&self) -> Vec<WaiterId> {
+        let mut pending: Vec<(u32, WaiterId)> = (0..self.waiters.len())
+            .filter_map(|slot| {
+                let w = &self.waiters[slot];
+                w.body.is_some().then_some((w.seq, slot as WaiterId))
+            })
+            .collect();
+        pending.sort_unstable();
+        debug_assert_eq!(pending.len(), self.live_tasks);
+        pending.into_iter().map(|(_, slot)| slot).collect()
     }
 
     /// Where a pending task's code is, for "not all statements executed".
@@ -2868,8 +2797,7 @@ impl Machine {
                 // released it (that is how it became ready), so its slot can be reused.
                 let w = &mut self.waiters[waiter as usize];
                 w.requires = Reqs::new();
-                let seq = w.seq;
-                self.all_waiters.remove(seq);
+                self.live_tasks -= 1;
                 self.free_waiters.push(waiter);
                 Ok(None)
             }
