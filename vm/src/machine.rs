@@ -536,11 +536,14 @@ fn prefetch<T>(ptr: *const T) {
     let _ = ptr;
 }
 
-/// A key in a task's requirement table.
+/// A key in a task's requirement table: one word besides its tag, so that a requirement is
+/// 12 bytes and two fit in a task slot. A variable of another namespace (`ns::x`) is keyed by
+/// its expression instead of by its two-word name: every read of it in one expression finds
+/// the same cell, so one entry per read holds the same value that one entry per name would.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Key {
     Expr(ExprId),
-    Name(VarRef),
+    Name(Symbol),
     Collector(ExprId),
     Promises,
     Extra(u32),
@@ -594,10 +597,14 @@ enum Body {
     Call { expr: ExprId, scope: ScopeId, result: CellId, args: Option<Box<Arguments>> },
 }
 
-// A task body is 48 bytes on 64-bit targets, and with its requirements a task slot is 96; a
+// A task body is 48 bytes on 64-bit targets, and with its requirements a task slot is 88; a
 // million-instance model keeps four million slots.
 #[cfg(target_pointer_width = "64")]
-const _: () = assert!(std::mem::size_of::<Option<Body>>() == 48 && std::mem::size_of::<Waiter>() == 96);
+const _: () = assert!(
+    std::mem::size_of::<Option<Body>>() == 48
+        && std::mem::size_of::<(Key, CellId)>() == 12
+        && std::mem::size_of::<Waiter>() == 88
+);
 
 /// An optional promise in four bytes (`NONE` for none), to keep task bodies small.
 #[derive(Clone, Copy)]
@@ -2504,7 +2511,7 @@ impl Machine {
             Op::Const(_) => {}
             Op::Var(name) => {
                 let cell = self.lookup_in(scope, *name, None).map_err(|err| err.at(location))?;
-                reqs.push((Key::Name(*name), cell));
+                reqs.push((Self::var_key(expr, *name), cell));
             }
             Op::Attr { base, name } => {
                 let proxy = self.new_requirement_proxy();
@@ -3373,13 +3380,21 @@ impl Machine {
 
     // ----- expression evaluation ----------------------------------------------------------
 
+    /// The requirement key of a read of a variable (see [`Key`]).
+    fn var_key(expr: ExprId, name: VarRef) -> Key {
+        match name {
+            VarRef::Name(symbol) => Key::Name(symbol),
+            VarRef::Qualified(..) => Key::Expr(expr),
+        }
+    }
+
     fn eval(&mut self, expr: ExprId, values: &Values, scope: ScopeId) -> R<Value> {
         let c = self.code();
         let e = c.expr(expr);
         let location = e.location;
         let result = match &e.kind {
             Op::Const(v) => (*v).clone(),
-            Op::Var(name) => values.get(&Key::Name(*name)).cloned().unwrap_or(Value::Null),
+            Op::Var(name) => values.get(&Self::var_key(expr, *name)).cloned().unwrap_or(Value::Null),
             Op::Attr { .. }
             | Op::And { .. }
             | Op::Or { .. }
