@@ -3152,11 +3152,11 @@ impl Machine {
                 let (result, location) = (h.final_result, c.location(h.expr));
                 self.set_cell(result, Value::List(Arc::from(out)), location, true)
             }
-            Body::Call { expr, scope, result, ref mut args } => {
+            Body::Call { expr, scope, result, args: ref mut saved } => {
                 let location = c.location(expr);
                 let Op::Call { callee, name, args: a, kwargs, splats } = &c.expr(expr).kind else { unreachable!() };
-                let (args_v, kwargs_v) = match args.as_ref() {
-                    Some(x) => (**x).clone(),
+                let (args, kwargs) = match saved.take() {
+                    Some(x) => *x,
                     None => {
                         let values = self.values(requires)?;
                         let mut pos = Vec::new();
@@ -3181,10 +3181,6 @@ impl Machine {
                         (pos, kw)
                     }
                 };
-                // Kept for a retry when the plugin reads an unset value, so the arguments are
-                // evaluated once, as the reference's FunctionUnit does.
-                *args = Some(Box::new((args_v.clone(), kwargs_v.clone())));
-                let (args, kwargs) = (args_v, kwargs_v);
                 let value = match callee {
                     Callee::Cast(prim) => {
                         if !kwargs.is_empty() {
@@ -3199,7 +3195,9 @@ impl Machine {
                         match r {
                             Ok(v) => v,
                             Err(PluginFailure::Unset(cell)) => {
-                                // Keep the evaluated arguments for the retry.
+                                // The arguments are kept for the retry, so that they are
+                                // evaluated once, as the reference's FunctionUnit does.
+                                *saved = Some(Box::new((args, kwargs)));
                                 let mut e = rt(format!("plugin {name} read an unset value"));
                                 e.unset = Some(cell);
                                 return Err(e);
