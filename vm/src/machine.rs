@@ -21,14 +21,14 @@ use weft_ir::{ErrorKind, Location, Symbol};
 
 pub type CellId = u32;
 pub type WaiterId = u32;
-
-/// The place of a resolved hook in the run queue (see `Machine::resumptions`); no task slot
-/// has this id, since slots are counted by `u32` and the last value is never reached.
-pub const RESUMPTION: WaiterId = WaiterId::MAX;
 pub type ScopeId = u32;
 pub type CollectorId = u32;
 pub type PromiseId = u32;
 pub type InstanceId = u32;
+
+/// The place of a resolved hook in the run queue (see `Machine::resumptions`). No task slot
+/// has this id: four billion live tasks would take 350 GB of task slots.
+pub const RESUMPTION: WaiterId = WaiterId::MAX;
 
 /// An evaluation error (see [`EvalErrorData`]), boxed: every evaluation step returns a
 /// `Result` with it, and errors are rare, so the `Result` stays the size of its value
