@@ -367,11 +367,9 @@ impl Cell {
     fn new(kind: CellKind) -> Self {
         Cell {
             value: None,
-            ext: if matches!(kind, CellKind::List | CellKind::ListLiteral) {
-                Some(Box::new(CellExt { listeners: Some(Vec::new()), ..CellExt::default() }))
-            } else {
-                None
-            },
+            // Made when first needed (`Cell::xm`): a list that is never filled, listened to,
+            // promised or waited on (a relation nobody sets) reads as empty without one.
+            ext: None,
             link: NONE,
             location: NONE,
             waiters: WaitList::EMPTY,
