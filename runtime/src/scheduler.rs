@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use weft_ir::ErrorKind;
 use weft_ir::Symbol;
 use weft_ir::program::EntityId;
-use weft_vm::{CellId, EvalError, Machine};
+use weft_vm::{CellId, EvalError, Fifo, Machine};
 
 /// The reference's default `INMANTA_MAX_ITERATIONS`.
 pub const MAX_ITERATIONS: usize = 100_000;
@@ -14,8 +14,8 @@ pub const MAX_ITERATIONS: usize = 100_000;
 /// cells first, in the order they were queued, then the other delayed cells.
 #[derive(Default)]
 struct WaitQueue {
-    relations: VecDeque<CellId>,
-    others: VecDeque<CellId>,
+    relations: Fifo<CellId>,
+    others: Fifo<CellId>,
 }
 
 impl WaitQueue {

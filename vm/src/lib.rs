@@ -33,6 +33,7 @@
 //! through the [`Host`] trait, which the runtime implements.
 
 pub mod bytecode;
+pub mod fifo;
 mod machine;
 pub mod table;
 pub mod verify;
@@ -40,6 +41,7 @@ pub mod verify;
 use std::sync::Arc;
 
 pub use bytecode::{Code, CodeError, CodeTables};
+pub use fifo::Fifo;
 use weft_ir::program::Program;
 
 /// A program ready to run: its tables, and its instructions as checked bytecode.

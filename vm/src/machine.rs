@@ -2,7 +2,6 @@
 //! gradual listeners, instances and indexes, and the interpretation of each instruction.
 
 use std::borrow::Cow;
-use std::collections::VecDeque;
 
 // hashbrown's default hasher (foldhash) instead of SipHash: the index maps and `for` loops' seen sets
 // are hashed on every constructor and element, and nothing here depends on iteration order.
@@ -10,6 +9,7 @@ use hashbrown::{HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::bytecode::{Code, Op};
+use crate::fifo::Fifo;
 use crate::table::Table;
 use smallvec::{SmallVec, smallvec};
 use weft_ir::program::{
@@ -288,7 +288,7 @@ impl WaitList {
 #[derive(Default)]
 struct WaitNodes {
     /// (waiter, next node)
-    nodes: Vec<(WaiterId, u32)>,
+    nodes: Table<(WaiterId, u32)>,
     free: Vec<u32>,
 }
 
@@ -299,10 +299,7 @@ impl WaitNodes {
                 self.nodes[n as usize] = (waiter, NONE);
                 n
             }
-            None => {
-                self.nodes.push((waiter, NONE));
-                (self.nodes.len() - 1) as u32
-            }
+            None => self.nodes.push((waiter, NONE)) as u32,
         };
         if list.tail == NONE {
             // A list of one node is its own successor.
@@ -832,9 +829,9 @@ pub struct Machine {
     wait_nodes: WaitNodes,
     /// Tasks spawned so far: the creation sequence number of the next task.
     spawned: u32,
-    collectors: Vec<Collector>,
+    collectors: Table<Collector>,
     scopes: Table<Scope>,
-    promises: Vec<Promise>,
+    promises: Table<Promise>,
     eager: Vec<EagerPromise>,
     comps: Vec<CompHelper>,
     pub instances: Table<Instance>,
@@ -847,18 +844,18 @@ pub struct Machine {
     pub entities: Vec<EntityState>,
     ns_scopes: Vec<ScopeId>,
     /// FIFO of ready tasks. [`RESUMPTION`] stands for the front of `resumptions`.
-    pub run_queue: VecDeque<WaiterId>,
+    pub run_queue: Fifo<WaiterId>,
     /// Hooks of `a.b` reads that could be resolved when they were scheduled, because `a`
     /// already held an instance: the reader to resume and the attribute cell to resume it
     /// with, in the order their places in `run_queue` come up. The reference runs such a
     /// hook as a task of its own once the tasks queued before it ran; a place in the run
     /// queue keeps that order without a task slot, a pending entry and a second evaluation
     /// of `a`. (About 380k of the 1.56M tasks of the 93k-instance benchmark.)
-    resumptions: VecDeque<(Resumer, CellId)>,
+    resumptions: Fifo<(Resumer, CellId)>,
     /// Delayed cells that may be complete, in the order they were queued.
     /// With each cell, whether it is a relation (the scheduler's queue puts relations first),
     /// read while the cell is at hand so the scheduler need not load it again.
-    pub wait_queue: VecDeque<(CellId, bool)>,
+    pub wait_queue: Fifo<(CellId, bool)>,
     /// The gradual listener of each proxy read by a `for` or a list literal, until the proxy
     /// is connected and its value delivered. Few proxies have one, so they are kept here
     /// rather than in every cell's `CellExt`.
@@ -936,9 +933,9 @@ impl Machine {
             free_waiters: Vec::new(),
             wait_nodes: WaitNodes::default(),
             spawned: 0,
-            collectors: Vec::new(),
+            collectors: Table::new(),
             scopes: Table::new(),
-            promises: Vec::new(),
+            promises: Table::new(),
             eager: Vec::new(),
             comps: Vec::new(),
             instances: Table::new(),
@@ -947,10 +944,10 @@ impl Machine {
             block_variables,
             entities,
             ns_scopes: Vec::new(),
-            run_queue: VecDeque::new(),
+            run_queue: Fifo::new(),
             free_proxies: Vec::new(),
-            resumptions: VecDeque::new(),
-            wait_queue: VecDeque::new(),
+            resumptions: Fifo::new(),
+            wait_queue: Fifo::new(),
             proxy_listeners: HashMap::default(),
             live_tasks: 0,
             host: Some(host),
@@ -966,7 +963,12 @@ impl Machine {
     /// [`Table::prefault_job`]), for the caller to run on threads of its own when a core is
     /// free; the machine creates no threads.
     pub fn prefault_jobs(&mut self) -> Vec<Box<dyn FnOnce() + Send>> {
-        vec![self.cells.prefault_job(), self.waiters.prefault_job()]
+        vec![
+            self.cells.prefault_job(),
+            self.waiters.prefault_job(),
+            self.scopes.prefault_job(),
+            self.instances.prefault_job(),
+        ]
     }
 
     /// Ends the machine without freeing its tables, for a process about to exit: they are
@@ -2362,8 +2364,7 @@ impl Machine {
     }
 
     fn add_collector(&mut self, c: Collector) -> CollectorId {
-        self.collectors.push(c);
-        (self.collectors.len() - 1) as CollectorId
+        self.collectors.push(c) as CollectorId
     }
 
     /// Acquires the eager promises of the blocks an `if`/`for` owns.
