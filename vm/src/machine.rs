@@ -285,21 +285,28 @@ impl WaitList {
 
 /// The nodes of every cell's waiter list, with a free list: a waiter registration costs no
 /// allocation of its own and the nodes of released lists are reused.
-#[derive(Default)]
 struct WaitNodes {
-    /// (waiter, next node)
+    /// (waiter, next node). A free node's next node is the next free node.
     nodes: Table<(WaiterId, u32)>,
-    free: Vec<u32>,
+    /// The first free node, or `NONE`.
+    free: u32,
+}
+
+impl Default for WaitNodes {
+    fn default() -> Self {
+        WaitNodes { nodes: Table::new(), free: NONE }
+    }
 }
 
 impl WaitNodes {
     fn push(&mut self, list: &mut WaitList, waiter: WaiterId) {
-        let node = match self.free.pop() {
-            Some(n) => {
-                self.nodes[n as usize] = (waiter, NONE);
-                n
-            }
-            None => self.nodes.push((waiter, NONE)) as u32,
+        let node = if self.free != NONE {
+            let n = self.free;
+            self.free = self.nodes[n as usize].1;
+            self.nodes[n as usize] = (waiter, NONE);
+            n
+        } else {
+            self.nodes.push((waiter, NONE)) as u32
         };
         if list.tail == NONE {
             // A list of one node is its own successor.
@@ -324,7 +331,8 @@ impl WaitNodes {
         } else {
             self.nodes[list.tail as usize].1 = next;
         }
-        self.free.push(first);
+        self.nodes[first as usize].1 = self.free;
+        self.free = first;
         Some(waiter)
     }
 }
@@ -690,7 +698,7 @@ enum Resumer {
 
 pub struct Waiter {
     waitcount: i32,
-    /// Creation order (see `Machine::pending_tasks`).
+    /// Creation order (see `Machine::pending_tasks`); in a free slot, the next free slot.
     seq: u32,
     requires: Reqs,
     /// `None` while the task runs and once it finished.
@@ -807,7 +815,7 @@ pub struct Instance {
 type QueuedLookups = (u32, Vec<(CellId, Location)>);
 
 pub struct EntityState {
-    index: HashMap<String, InstanceId>,
+    index: HashMap<Box<str>, InstanceId>,
     /// Lookups waiting for a key, with the order in which each key was first queued (the
     /// final checks report them in that order).
     index_queue: HashMap<String, QueuedLookups>,
@@ -822,10 +830,13 @@ pub struct Machine {
     /// Never replaced after construction: [`Shared`] relies on it.
     code: Arc<Code>,
     pub cells: Table<Cell>,
-    /// Task slots; a finished task's slot is reused (`free_waiters`), so the table holds the
+    /// Task slots; a finished task's slot is reused (`free_waiter`), so the table holds the
     /// peak number of live tasks, not every task ever spawned.
     pub waiters: Table<Waiter>,
-    free_waiters: Vec<WaiterId>,
+    /// The first free task slot, or `NONE`. A free slot's `seq` is the next free slot: the
+    /// free list lives in the slots, instead of in a vector as long as the peak number of
+    /// free slots (millions on large models).
+    free_waiter: WaiterId,
     wait_nodes: WaitNodes,
     /// Tasks spawned so far: the creation sequence number of the next task.
     spawned: u32,
@@ -930,7 +941,7 @@ impl Machine {
             code,
             cells: Table::new(),
             waiters: Table::new(),
-            free_waiters: Vec::new(),
+            free_waiter: NONE,
             wait_nodes: WaitNodes::default(),
             spawned: 0,
             collectors: Table::new(),
@@ -1234,12 +1245,13 @@ impl Machine {
         let seq = self.spawned;
         self.spawned += 1;
         let waiter = Waiter { waitcount: 1, seq, requires: Reqs::new(), body: Some(body) };
-        let id = match self.free_waiters.pop() {
-            Some(slot) => {
-                self.waiters[slot as usize] = waiter;
-                slot
-            }
-            None => self.waiters.push(waiter) as WaiterId,
+        let id = if self.free_waiter != NONE {
+            let slot = self.free_waiter;
+            self.free_waiter = self.waiters[slot as usize].seq;
+            self.waiters[slot as usize] = waiter;
+            slot
+        } else {
+            self.waiters.push(waiter) as WaiterId
         };
         self.live_tasks += 1;
         for &(_, cell) in &requires {
@@ -2803,8 +2815,9 @@ impl Machine {
                 // released it (that is how it became ready), so its slot can be reused.
                 let w = &mut self.waiters[waiter as usize];
                 w.requires = Reqs::new();
+                w.seq = self.free_waiter;
+                self.free_waiter = waiter;
                 self.live_tasks -= 1;
-                self.free_waiters.push(waiter);
                 Ok(None)
             }
             Err(e) if e.unset.is_some() && matches!(body, Body::Call { .. }) => {
@@ -3905,13 +3918,15 @@ impl Machine {
             }
             let key = self.index_key(&params);
             let state = &mut self.entities[entity.index()];
-            if let Some(&other) = state.index.get(&key)
+            if let Some(&other) = state.index.get(key.as_str())
                 && other != inst
             {
                 return Err(EvalError::new(ErrorKind::DuplicateException, format!("Duplicate key in index. {key}")));
             }
-            state.index.insert(key.clone(), inst);
-            if let Some((_, waiting)) = state.index_queue.remove(&key) {
+            let queued = state.index_queue.remove(&key);
+            // Exactly sized: the index keeps a key for every indexed instance.
+            state.index.insert(key.into_boxed_str(), inst);
+            if let Some((_, waiting)) = queued {
                 for (target, location) in waiting {
                     self.set_cell(target, Value::Instance(inst), location, true)?;
                 }
@@ -3975,9 +3990,9 @@ impl Machine {
         let key = self.index_key(&coerced);
         let state = &mut self.entities[entity.index()];
         match target {
-            None => Ok(state.index.get(&key).copied()),
+            None => Ok(state.index.get(key.as_str()).copied()),
             Some(t) => {
-                if let Some(&inst) = state.index.get(&key) {
+                if let Some(&inst) = state.index.get(key.as_str()) {
                     self.set_cell(t, Value::Instance(inst), location, true)?;
                 } else {
                     let order = state.queued_keys;
