@@ -44,14 +44,17 @@ impl<T: Copy> Fifo<T> {
         Self::default()
     }
 
+    #[inline]
     pub fn len(&self) -> usize {
         self.len
     }
 
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
+    #[inline]
     pub fn push_back(&mut self, value: T) {
         if self.blocks.back().is_none_or(|b| b.len() == Self::BLOCK_LEN) {
             let block = self.spare.pop().unwrap_or_else(|| Vec::with_capacity(Self::BLOCK_LEN));
@@ -63,6 +66,7 @@ impl<T: Copy> Fifo<T> {
         self.len += 1;
     }
 
+    #[inline]
     pub fn pop_front(&mut self) -> Option<T> {
         if self.len == 0 {
             return None;
@@ -85,6 +89,7 @@ impl<T: Copy> Fifo<T> {
     }
 
     /// The element `index` places from the front.
+    #[inline]
     pub fn get(&self, index: usize) -> Option<&T> {
         if index >= self.len {
             return None;
@@ -93,6 +98,7 @@ impl<T: Copy> Fifo<T> {
         Some(&self.blocks[position / Self::BLOCK_LEN][position % Self::BLOCK_LEN])
     }
 
+    #[inline]
     pub fn front(&self) -> Option<&T> {
         self.get(0)
     }
