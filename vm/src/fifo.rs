@@ -11,91 +11,101 @@
 
 use std::collections::VecDeque;
 
-/// The size of a block: large enough that the block directory stays small, small enough
-/// that a short queue does not hold much memory.
-const BLOCK_BYTES: usize = 64 * 1024;
+/// Elements per block: a power of two, so that a position splits into block and offset with a
+/// shift and a mask, and fixed, so that indexing a block needs no bounds check. The evaluator's
+/// queue entries are 4 to 20 bytes, so a block is 16 to 80 KiB.
+const BLOCK_LEN: usize = 4096;
+const BLOCK_MASK: usize = BLOCK_LEN - 1;
 
 /// Emptied blocks kept for reuse; more are returned to the allocator.
 const SPARE_BLOCKS: usize = 8;
 
+type Block<T> = Box<[T; BLOCK_LEN]>;
+
 pub struct Fifo<T: Copy> {
-    /// Every block but the last is full; the front element is `blocks[0][head]`.
-    blocks: VecDeque<Vec<T>>,
+    /// The blocks holding positions `head` (rounded down to a block) to `tail`.
+    blocks: VecDeque<Block<T>>,
+    /// Positions count every element ever pushed: the front is at `head`, the next push goes
+    /// to `tail`, and `tail & BLOCK_MASK` is the offset in the last block.
     head: usize,
-    len: usize,
-    spare: Vec<Vec<T>>,
+    tail: usize,
+    spare: Vec<Block<T>>,
 }
 
 impl<T: Copy> Default for Fifo<T> {
     fn default() -> Self {
-        Fifo { blocks: VecDeque::new(), head: 0, len: 0, spare: Vec::new() }
+        Fifo { blocks: VecDeque::new(), head: 0, tail: 0, spare: Vec::new() }
     }
 }
 
 impl<T: Copy> Fifo<T> {
-    /// Elements per block: the largest power of two that fits in `BLOCK_BYTES` (at least
-    /// one), so that positions split into block and offset with a shift and a mask.
-    const BLOCK_LEN: usize = {
-        let per_block = BLOCK_BYTES / if std::mem::size_of::<T>() == 0 { 1 } else { std::mem::size_of::<T>() };
-        if per_block <= 1 { 1 } else { 1 << (usize::BITS - 1 - per_block.leading_zeros()) }
-    };
-
     pub fn new() -> Self {
         Self::default()
     }
 
     #[inline]
     pub fn len(&self) -> usize {
-        self.len
+        self.tail - self.head
     }
 
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.tail == self.head
     }
 
     #[inline]
     pub fn push_back(&mut self, value: T) {
-        if self.blocks.back().is_none_or(|b| b.len() == Self::BLOCK_LEN) {
-            let block = self.spare.pop().unwrap_or_else(|| Vec::with_capacity(Self::BLOCK_LEN));
-            self.blocks.push_back(block);
+        let offset = self.tail & BLOCK_MASK;
+        if offset == 0 {
+            self.new_block(value);
         }
-        // A block is created with its full capacity and holds at most that many elements, so
-        // this push never reallocates.
-        self.blocks.back_mut().expect("a block exists").push(value);
-        self.len += 1;
+        let block = self.blocks.back_mut().expect("the block of the tail position exists");
+        block[offset] = value;
+        self.tail += 1;
+    }
+
+    /// Starts a block at the back: a spare one, or a new one filled with `value` (any value
+    /// of the type will do: a position is read only after it was written).
+    #[cold]
+    fn new_block(&mut self, value: T) {
+        let block = self.spare.pop().unwrap_or_else(|| {
+            vec![value; BLOCK_LEN].into_boxed_slice().try_into().unwrap_or_else(|_| unreachable!("BLOCK_LEN elements"))
+        });
+        self.blocks.push_back(block);
     }
 
     #[inline]
     pub fn pop_front(&mut self) -> Option<T> {
-        if self.len == 0 {
+        if self.head == self.tail {
             return None;
         }
-        let front = &self.blocks[0];
-        let value = front[self.head];
+        let value = self.blocks.front().expect("the block of the head position exists")[self.head & BLOCK_MASK];
         self.head += 1;
-        self.len -= 1;
-        // Every block but the last is full, so a block read to its end is either full or the
-        // last one of a queue that is now empty: it is done either way.
-        if self.head == front.len() {
-            let mut block = self.blocks.pop_front().expect("the front block exists");
-            self.head = 0;
-            if self.spare.len() < SPARE_BLOCKS {
-                block.clear();
-                self.spare.push(block);
-            }
+        // The front block was read to its end: it serves the back again. (A block that is
+        // also the last one is empty now, and the next push starts a block.)
+        if self.head & BLOCK_MASK == 0 {
+            self.retire_front_block();
         }
         Some(value)
+    }
+
+    #[cold]
+    fn retire_front_block(&mut self) {
+        let block = self.blocks.pop_front().expect("the front block exists");
+        if self.spare.len() < SPARE_BLOCKS {
+            self.spare.push(block);
+        }
     }
 
     /// The element `index` places from the front.
     #[inline]
     pub fn get(&self, index: usize) -> Option<&T> {
-        if index >= self.len {
+        if index >= self.len() {
             return None;
         }
         let position = self.head + index;
-        Some(&self.blocks[position / Self::BLOCK_LEN][position % Self::BLOCK_LEN])
+        let block = (position / BLOCK_LEN) - (self.head / BLOCK_LEN);
+        Some(&self.blocks[block][position & BLOCK_MASK])
     }
 
     #[inline]
@@ -113,7 +123,7 @@ mod tests {
     #[test]
     fn keeps_order_across_blocks_and_reuse() {
         let mut fifo: Fifo<u32> = Fifo::new();
-        let block = Fifo::<u32>::BLOCK_LEN as u32;
+        let block = BLOCK_LEN as u32;
         let mut expected = std::collections::VecDeque::new();
         let mut next = 0u32;
         // Rounds that grow the queue past several blocks, then drain most of it, so blocks
@@ -141,13 +151,5 @@ mod tests {
         assert_eq!(fifo.pop_front(), None);
         fifo.push_back(7);
         assert_eq!(fifo.pop_front(), Some(7));
-    }
-
-    #[test]
-    fn blocks_fit_their_budget() {
-        assert_eq!(Fifo::<u32>::BLOCK_LEN, 16 * 1024);
-        assert_eq!(Fifo::<(u32, bool)>::BLOCK_LEN, 8 * 1024);
-        assert_eq!(Fifo::<[u8; 24]>::BLOCK_LEN, 2 * 1024);
-        assert_eq!(Fifo::<[u8; 100_000]>::BLOCK_LEN, 1);
     }
 }

@@ -299,6 +299,7 @@ impl Default for WaitNodes {
 }
 
 impl WaitNodes {
+    #[inline]
     fn push(&mut self, list: &mut WaitList, waiter: WaiterId) {
         let node = if self.free != NONE {
             let n = self.free;
@@ -320,6 +321,7 @@ impl WaitNodes {
     }
 
     /// Takes the first waiter of a detached list and recycles its node.
+    #[inline]
     fn pop(&mut self, list: &mut WaitList) -> Option<WaiterId> {
         if list.tail == NONE {
             return None;
