@@ -2852,6 +2852,9 @@ impl Machine {
     }
 
     /// The values of a task's requirements, in order (proxies deliver to their listener).
+    /// Inlined so that the 136-byte result is built in the caller's frame: returned, it was
+    /// copied with `memcpy` for every task (1.2% of the instructions of the 93k model).
+    #[inline(always)]
     fn values(&mut self, requires: &Reqs) -> R<Values> {
         let mut out = Values(SmallVec::with_capacity(requires.len()));
         for (k, c) in requires {
