@@ -133,7 +133,10 @@ pub enum LoadError {
 /// A memory-mapped file.
 struct Mapped(memmap2::Mmap);
 
-impl Backing for Mapped {
+// SAFETY: the map is made once in `load` and never remapped, resized or written while it
+// lives, so `bytes` is the same slice every time. (Its contents are the file's; see the
+// safety comment in `load` on files changed by other processes.)
+unsafe impl Backing for Mapped {
     fn bytes(&self) -> &[u8] {
         &self.0
     }

@@ -168,7 +168,12 @@ pub struct CodeTables {
 }
 
 /// The storage a code buffer lives in: a vector, or a memory-mapped artifact.
-pub trait Backing: Send + Sync {
+///
+/// # Safety
+///
+/// `bytes` returns the same slice (same address, same length, same contents) every time it is
+/// called, for as long as the backing lives: [`Code`] reads the slice once and keeps it.
+pub unsafe trait Backing: Send + Sync {
     fn bytes(&self) -> &[u8];
 }
 
@@ -186,7 +191,9 @@ impl AlignedBytes {
     }
 }
 
-impl Backing for AlignedBytes {
+// SAFETY: an `AlignedBytes` has no method that changes it after `copy_from`, so its buffer
+// is never reallocated or written while it lives.
+unsafe impl Backing for AlignedBytes {
     fn bytes(&self) -> &[u8] {
         &self.words.as_bytes()[..self.len]
     }
@@ -210,7 +217,13 @@ fn malformed(message: impl Into<String>) -> CodeError {
 /// A checked code buffer and its tables. Cloning shares the buffer.
 #[derive(Clone)]
 pub struct Code {
-    backing: Arc<dyn Backing>,
+    /// Keeps `bytes` alive; never read otherwise. Never replaced after construction.
+    _backing: Arc<dyn Backing>,
+    /// `backing.bytes()`, read once in [`Code::new`]: reading an instruction is the
+    /// evaluator's most frequent call, and asking the backing for its bytes there was a
+    /// virtual call on every read. The lifetime is really that of `backing`; the slice is only
+    /// handed out borrowed from `self` (see the safety comment in `new`).
+    bytes: &'static [u8],
     insns: Range<usize>,
     locations: Range<usize>,
     pool: Range<usize>,
@@ -341,8 +354,14 @@ impl Code {
                 range.len()
             )));
         }
+        // SAFETY: `Backing`'s contract keeps this slice valid and unchanged for as long as
+        // `backing` lives, and the `Code` owns an `Arc` of it (clones of the `Code` own one
+        // too) that is never replaced. The slice leaves the `Code` only through methods that
+        // borrow it from `&self`, so no reference outlives the backing.
+        let bytes: &'static [u8] = unsafe { std::mem::transmute::<&[u8], &'static [u8]>(backing.bytes()) };
         let code = Code {
-            backing,
+            _backing: backing,
+            bytes,
             insns: insns_start..locations_start,
             locations: locations_start..pool_start,
             pool: pool_start..range.end,
@@ -369,7 +388,7 @@ impl Code {
 
     /// The code buffer, as an artifact stores it.
     pub fn as_bytes(&self) -> &[u8] {
-        &self.backing.bytes()[self.insns.start - size_of::<Header>()..self.pool.end]
+        &self.bytes[self.insns.start - size_of::<Header>()..self.pool.end]
     }
 
     pub fn tables(&self) -> &CodeTables {
@@ -397,7 +416,7 @@ impl Code {
     fn records<T: FromBytes + Immutable + KnownLayout>(&self, range: Range<usize>) -> &[T] {
         // The ranges were checked against the buffer and its alignment in `new`, so the
         // conversion can not fail; an empty slice would only hide a bug, never read wrongly.
-        <[T]>::ref_from_bytes(&self.backing.bytes()[range]).unwrap_or(&[])
+        <[T]>::ref_from_bytes(&self.bytes[range]).unwrap_or(&[])
     }
 
     fn pool<T: FromBytes + Immutable + KnownLayout>(&self, start: u32, count: u32) -> &[T] {
@@ -431,7 +450,7 @@ impl Code {
         // Sliced within the table, so an index past its end panics as a slice index would
         // instead of reading the next table. The slice has exactly the record's size, so the
         // read can not fail; a default record would only hide a bug, never read wrongly.
-        let table = &self.backing.bytes()[table.clone()];
+        let table = &self.bytes[table.clone()];
         T::read_from_bytes(&table[from..from + size_of::<T>()]).unwrap_or_default()
     }
 
