@@ -196,11 +196,15 @@ impl Value {
     /// indexed instance).
     pub fn write_repr(&self, out: &mut String, null: &str) {
         self.write_repr_with(out, null, &|out, i| {
-            let _ = write!(out, "<instance {i}>");
+            out.push_str("<instance ");
+            push_decimal(out, u64::from(i));
+            out.push('>');
         })
     }
 
     /// `repr()` appended to `out`, with `instance` writing an instance's rendering.
+    /// Index keys are built from these (one per constructor call and per indexed instance), so
+    /// integers are written by hand rather than through `fmt`, which costs several times more.
     fn write_repr_with(&self, out: &mut String, null: &str, instance: &dyn Fn(&mut String, u32)) {
         match self {
             Value::Instance(i) => instance(out, *i),
@@ -212,7 +216,10 @@ impl Value {
             Value::Bool(true) => out.push_str("True"),
             Value::Bool(false) => out.push_str("False"),
             Value::Int(i) => {
-                let _ = write!(out, "{i}");
+                if *i < 0 {
+                    out.push('-');
+                }
+                push_decimal(out, i.unsigned_abs());
             }
             Value::BigInt(i) => {
                 let _ = write!(out, "{i}");
@@ -493,6 +500,22 @@ pub fn str_repr(s: &str) -> String {
     out
 }
 
+/// Appends `n` in decimal, as `write!(out, "{n}")` does.
+fn push_decimal(out: &mut String, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    // Only ASCII digits were written.
+    out.push_str(std::str::from_utf8(&digits[start..]).unwrap_or_default());
+}
+
 /// [`str_repr`], appended to `out`.
 pub fn write_str_repr(out: &mut String, s: &str) {
     // Most strings are printable ASCII without a quote or backslash: copied as they are.
@@ -553,6 +576,21 @@ fn is_printable(c: char) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Integers and instances in `repr` are written by hand; they read as `fmt` writes them.
+    #[test]
+    fn integers_repr_like_fmt() {
+        for i in [0, 1, 9, 10, 99, 100, 12345, -1, -10, -987654321, i64::MAX, i64::MIN, i64::MIN + 1] {
+            let mut out = String::new();
+            Value::Int(i).write_repr(&mut out, "None");
+            assert_eq!(out, i.to_string());
+        }
+        for i in [0u32, 7, 42, 1_000_000, u32::MAX] {
+            let mut out = String::new();
+            Value::Instance(i).write_repr(&mut out, "None");
+            assert_eq!(out, format!("<instance {i}>"));
+        }
+    }
 
     #[test]
     fn floats_print_like_python() {
