@@ -13,7 +13,7 @@ use std::collections::VecDeque;
 
 /// Elements per block: a power of two, so that a position splits into block and offset with a
 /// shift and a mask, and fixed, so that indexing a block needs no bounds check. The evaluator's
-/// queue entries are 4 to 20 bytes, so a block is 16 to 80 KiB.
+/// queue entries are 4 to 24 bytes, so a block is 16 to 96 KiB.
 const BLOCK_LEN: usize = 4096;
 const BLOCK_MASK: usize = BLOCK_LEN - 1;
 
