@@ -227,6 +227,12 @@ pub struct Code {
     insns: Range<usize>,
     locations: Range<usize>,
     pool: Range<usize>,
+    /// The three tables of `bytes`, viewed once in [`Code::new`] (same lifetime argument):
+    /// an instruction read is then one bounds check on a slice, not a range computation and
+    /// two checks on every read.
+    insn_records: &'static [Insn],
+    location_records: &'static [RawLocation],
+    pool_bytes: &'static [u8],
     count: u32,
     tables: CodeTables,
 }
@@ -359,12 +365,20 @@ impl Code {
         // too) that is never replaced. The slice leaves the `Code` only through methods that
         // borrow it from `&self`, so no reference outlives the backing.
         let bytes: &'static [u8] = unsafe { std::mem::transmute::<&[u8], &'static [u8]>(backing.bytes()) };
+        let view_failed = |what: &str| malformed(format!("the {what} table is not aligned for its records"));
+        let insn_records =
+            <[Insn]>::ref_from_bytes(&bytes[insns_start..locations_start]).map_err(|_| view_failed("instruction"))?;
+        let location_records = <[RawLocation]>::ref_from_bytes(&bytes[locations_start..pool_start])
+            .map_err(|_| view_failed("location"))?;
         let code = Code {
             _backing: backing,
             bytes,
             insns: insns_start..locations_start,
             locations: locations_start..pool_start,
             pool: pool_start..range.end,
+            insn_records,
+            location_records,
+            pool_bytes: &bytes[pool_start..range.end],
             count: header.instructions,
             tables,
         };
@@ -419,42 +433,32 @@ impl Code {
         <[T]>::ref_from_bytes(&self.bytes[range]).unwrap_or(&[])
     }
 
+    #[inline]
     fn pool<T: FromBytes + Immutable + KnownLayout>(&self, start: u32, count: u32) -> &[T] {
         let words = size_of::<T>() / 4;
-        let from = self.pool.start + start as usize * 4;
+        let from = start as usize * 4;
         let to = from + count as usize * words * 4;
-        self.records(from..to)
+        // The verifier bounded every list within the pool, and the pool is aligned for the
+        // records (`new`), so the view can not fail; an empty slice would only hide a bug.
+        <[T]>::ref_from_bytes(&self.pool_bytes[from..to]).unwrap_or(&[])
     }
 
     /// The instruction `id`. `id` must be below [`Code::len`]: the machine only follows
     /// operands the check in [`Code::new`] bounded.
-    #[inline]
+    #[inline(always)]
     pub fn expr(&self, id: ExprId) -> Instruction<'_> {
-        let insn: Insn = self.record(&self.insns, id.index());
+        let insn = self.insn_records[id.index()];
         Instruction { kind: self.op(insn), location: self.location(id) }
     }
 
     /// The location of instruction `id`.
     #[inline]
     pub fn location(&self, id: ExprId) -> Location {
-        let raw: RawLocation = self.record(&self.locations, id.index());
+        let raw = self.location_records[id.index()];
         Location { file: FileId(raw.file), span: Span { start: raw.start, end: raw.end } }
     }
 
-    /// Record `index` of a table of fixed-size records, read on its own: viewing the whole
-    /// table as a slice first costs a length check (a division by the record size) on every
-    /// read, and this is the evaluator's most frequent call.
-    #[inline]
-    fn record<T: FromBytes + Copy + Default>(&self, table: &Range<usize>, index: usize) -> T {
-        let from = index * size_of::<T>();
-        // Sliced within the table, so an index past its end panics as a slice index would
-        // instead of reading the next table. The slice has exactly the record's size, so the
-        // read can not fail; a default record would only hide a bug, never read wrongly.
-        let table = &self.bytes[table.clone()];
-        T::read_from_bytes(&table[from..from + size_of::<T>()]).unwrap_or_default()
-    }
-
-    #[inline]
+    #[inline(always)]
     fn op(&self, i: Insn) -> Op<'_> {
         let texts = &self.tables.texts[..];
         let optional = |v: u32| (v != NONE).then_some(ExprId(v));
