@@ -83,6 +83,7 @@ pub fn run(executable: &Executable, options: &Options) -> (Outcome, Option<expor
     let program = executable.program.clone();
     let host = RuntimeHost {
         prints: Vec::new(),
+        prepared: Vec::new(),
         modules: options.modules.clone(),
         facts: options.facts.clone(),
         data_dir: options.data_dir.clone(),
@@ -140,6 +141,8 @@ pub fn to_diagnostic(program: &Program, error: EvalError) -> Diagnostic {
 /// The host the VM calls back into: plugins and their output.
 struct RuntimeHost {
     prints: Vec<String>,
+    /// Per plugin of the program (`PluginId`), once called.
+    prepared: Vec<Option<Arc<plugins::Prepared>>>,
     modules: modules::Modules,
     facts: Option<plugins::Facts>,
     data_dir: Option<std::path::PathBuf>,
@@ -156,12 +159,13 @@ impl Host for RuntimeHost {
     ) -> Result<Value, PluginFailure> {
         let program = machine.program().clone();
         let signature = &program.plugins[plugin.index()];
-        let name = signature.qualified_name();
-        if signature.namespace != "std" && !plugins::has_native(&name) {
+        let prepared = self.prepared(signature, plugin);
+        let name = prepared.qualified_name();
+        if signature.namespace != "std" && !prepared.is_native() {
             return self.call_python(machine, signature, args, kwargs);
         }
         let mut adapter = Adapter { machine, scope, host: self };
-        match plugins::call(signature, args, kwargs, &mut adapter) {
+        match plugins::call_prepared(signature, &prepared, args, kwargs, &mut adapter) {
             Ok(v) => Ok(v),
             Err(e) => Err(match e {
                 plugins::PluginError::Unset(cell) => PluginFailure::Unset(cell),
@@ -200,6 +204,17 @@ impl Host for RuntimeHost {
 }
 
 impl RuntimeHost {
+    /// The plugin's [`plugins::Prepared`], made at its first call. The adapter's registry,
+    /// which the calls use, is the builtin one.
+    fn prepared(&mut self, signature: &weft_ir::plugin::PluginSignature, plugin: PluginId) -> Arc<plugins::Prepared> {
+        if self.prepared.len() <= plugin.index() {
+            self.prepared.resize(plugin.index() + 1, None);
+        }
+        self.prepared[plugin.index()]
+            .get_or_insert_with(|| Arc::new(plugins::Prepared::new(signature, plugins::PluginRegistry::builtin())))
+            .clone()
+    }
+
     /// A module's own plugin, through the Python bridge.
     fn call_python(
         &mut self,

@@ -9,7 +9,9 @@ use weft_ir::plugin::{ParamKind, PluginParam, PluginSignature};
 use weft_ir::value::Value;
 
 use super::types::{Check, Ty};
-use super::{PluginError, PluginHost, pyfmt, resolve_annotation};
+use smallvec::SmallVec;
+
+use super::{PluginError, PluginHost, Prepared, pyfmt};
 
 /// Arguments bound to parameters, as the Python function receives them.
 #[derive(Debug, Default)]
@@ -39,67 +41,68 @@ fn is_positional(p: &PluginParam) -> bool {
 /// of every argument that is not Unknown; then binds them.
 pub(crate) fn check_args(
     signature: &PluginSignature,
-    qualified: &str,
+    prepared: &Prepared,
     args: Vec<Value>,
     kwargs: Vec<(String, Value)>,
     host: &mut dyn PluginHost,
 ) -> Result<Bound, PluginError> {
-    let positional: Vec<&PluginParam> = signature.params.iter().filter(|p| is_positional(p)).collect();
-    let keyword_only: Vec<&PluginParam> =
-        signature.params.iter().filter(|p| p.kind == ParamKind::KeywordOnly).collect();
-    let var_args = signature.params.iter().find(|p| p.kind == ParamKind::VarPositional);
-    let var_kwargs = signature.params.iter().find(|p| p.kind == ParamKind::VarKeyword);
+    let qualified = prepared.qualified_name();
+    let params = &signature.params;
+    // Indices into `params`: the positional parameters, then the keyword-only ones.
+    let mut named: SmallVec<[usize; 8]> = (0..params.len()).filter(|&i| is_positional(&params[i])).collect();
+    let positional = named.len();
+    named.extend((0..params.len()).filter(|&i| params[i].kind == ParamKind::KeywordOnly));
+    let var_args = params.iter().position(|p| p.kind == ParamKind::VarPositional);
+    let var_kwargs = params.iter().position(|p| p.kind == ParamKind::VarKeyword);
 
-    if var_args.is_none() && args.len() > positional.len() {
+    if var_args.is_none() && args.len() > positional {
         return Err(PluginError::Runtime(format!(
-            "{qualified}() takes {} positional arguments but {} were given",
-            positional.len(),
+            "{qualified}() takes {positional} positional arguments but {} were given",
             args.len()
         )));
     }
     let given = |name: &str| kwargs.iter().any(|(k, _)| k == name);
-    let missing: Vec<&str> = positional
+    let missing: SmallVec<[&str; 4]> = named[..positional]
         .iter()
         .enumerate()
-        .filter(|(i, p)| *i >= args.len() && !given(&p.name) && p.default.is_none())
+        .map(|(n, &i)| (n, &params[i]))
+        .filter(|(n, p)| *n >= args.len() && !given(&p.name) && p.default.is_none())
         .map(|(_, p)| p.name.as_str())
         .collect();
     report_missing(qualified, &missing, "positional")?;
-    let missing: Vec<&str> =
-        keyword_only.iter().filter(|p| !given(&p.name) && p.default.is_none()).map(|p| p.name.as_str()).collect();
+    let missing: SmallVec<[&str; 4]> = named[positional..]
+        .iter()
+        .map(|&i| &params[i])
+        .filter(|p| !given(&p.name) && p.default.is_none())
+        .map(|p| p.name.as_str())
+        .collect();
     report_missing(qualified, &missing, "keyword-only")?;
 
-    let mut bound = Bound::default();
+    let mut has_unknown = false;
     for (position, value) in args.iter().enumerate() {
-        let param = positional.get(position).copied().or(var_args);
-        let Some(param) = param else { continue };
+        let Some(param) = named[..positional].get(position).copied().or(var_args) else { continue };
         if matches!(value, Value::Unknown) {
-            bound.has_unknown = true;
+            has_unknown = true;
         } else {
-            validate_argument(signature, qualified, param, value, host)?;
+            validate_argument(qualified, &params[param], &prepared.param_types[param], value, host)?;
         }
     }
     for (name, value) in &kwargs {
-        let named = positional.iter().chain(keyword_only.iter()).position(|p| p.name == *name);
-        let param = match named {
-            Some(i) => positional.iter().chain(keyword_only.iter()).nth(i).copied(),
-            None => var_kwargs,
-        };
-        let Some(param) = param else {
+        let position = named.iter().position(|&i| params[i].name == *name);
+        let Some(param) = position.map(|n| named[n]).or(var_kwargs) else {
             return Err(PluginError::Runtime(format!("{qualified}() got an unexpected keyword argument: '{name}'")));
         };
-        if named.is_some_and(|i| i < positional.len() && i < args.len()) {
+        if position.is_some_and(|n| n < positional && n < args.len()) {
             return Err(PluginError::Runtime(format!("{qualified}() got multiple values for argument '{name}'")));
         }
         if matches!(value, Value::Unknown) {
-            bound.has_unknown = true;
+            has_unknown = true;
         } else {
-            validate_argument(signature, qualified, param, value, host)?;
+            validate_argument(qualified, &params[param], &prepared.param_types[param], value, host)?;
         }
     }
 
-    let has_unknown = bound.has_unknown;
-    let mut bound = bind(&signature.params, args, kwargs);
+    let mut bound = bind_with(params, |i| prepared.defaults[i].clone(), args, kwargs);
     bound.has_unknown = has_unknown;
     Ok(bound)
 }
@@ -120,18 +123,14 @@ fn report_missing(qualified: &str, missing: &[&str], sort: &str) -> Result<(), P
     }
 }
 
-/// `convert_and_validate` for one argument.
+/// `convert_and_validate` for one argument, against its resolved annotation.
 fn validate_argument(
-    signature: &PluginSignature,
     qualified: &str,
     param: &PluginParam,
+    ty: &Ty,
     value: &Value,
     host: &mut dyn PluginHost,
 ) -> Result<(), PluginError> {
-    let ty = match &param.annotation {
-        Some(annotation) => resolve_annotation(annotation, &signature.namespace),
-        None => Arc::new(Ty::Any),
-    };
     let check = ty.validate(value, host)?;
     let is_reference = matches!(value, Value::Reference(_));
     let reference_message = || {
@@ -161,28 +160,38 @@ fn validate_argument(
 /// Binds arguments as Python does once they are known to fit: positional ones in order (the
 /// rest to `*args`), keywords by name (the rest to `**kwargs`), defaults for the others.
 pub(crate) fn bind(params: &[PluginParam], args: Vec<Value>, kwargs: Vec<(String, Value)>) -> Bound {
+    bind_with(params, |i| params[i].default.as_deref().map(parse_default), args, kwargs)
+}
+
+/// [`bind`], with the default of parameter `i` given by `default(i)`.
+fn bind_with(
+    params: &[PluginParam],
+    default: impl Fn(usize) -> Option<Value>,
+    args: Vec<Value>,
+    kwargs: Vec<(String, Value)>,
+) -> Bound {
     let mut bound = Bound::default();
     let mut args = args.into_iter();
-    let mut slots: Vec<(String, Option<Value>, Option<&str>)> = Vec::new();
-    for param in params {
+    // Each named parameter, with the value given for it.
+    let mut slots: SmallVec<[(usize, Option<Value>); 8]> = SmallVec::new();
+    for (i, param) in params.iter().enumerate() {
         match param.kind {
-            ParamKind::PositionalOrKeyword | ParamKind::PositionalOnly => {
-                slots.push((param.name.clone(), args.next(), param.default.as_deref()));
-            }
-            ParamKind::KeywordOnly => slots.push((param.name.clone(), None, param.default.as_deref())),
+            ParamKind::PositionalOrKeyword | ParamKind::PositionalOnly => slots.push((i, args.next())),
+            ParamKind::KeywordOnly => slots.push((i, None)),
             ParamKind::VarPositional | ParamKind::VarKeyword => {}
         }
     }
     bound.varargs = args.collect();
     for (name, value) in kwargs {
-        match slots.iter_mut().find(|(n, _, _)| *n == name) {
+        match slots.iter_mut().find(|(i, _)| params[*i].name == name) {
             Some(slot) => slot.1 = Some(value),
             None => bound.varkwargs.push((name, value)),
         }
     }
-    for (name, value, default) in slots {
-        if let Some(value) = value.or_else(|| default.map(parse_default)) {
-            bound.values.push((name, value));
+    bound.values.reserve_exact(slots.len());
+    for (i, value) in slots {
+        if let Some(value) = value.or_else(|| default(i)) {
+            bound.values.push((params[i].name.clone(), value));
         }
     }
     bound
