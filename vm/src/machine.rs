@@ -2,7 +2,7 @@
 //! gradual listeners, instances and indexes, and the interpretation of each instruction.
 
 use std::borrow::Cow;
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, Hash, Hasher};
 
 // hashbrown's default hasher (foldhash) instead of SipHash: the index maps and `for` loops' seen sets
 // are hashed on every constructor and element, and nothing here depends on iteration order.
@@ -3914,29 +3914,54 @@ impl Machine {
         key
     }
 
-    /// The instance in `entity`'s index whose key is `key` (of hash `hash`).
-    fn find_indexed(&self, entity: EntityId, hash: u64, key: &str) -> Option<InstanceId> {
+    /// The hash of an index key. The reference's key is the string [`Self::index_key`]
+    /// builds; two keys are the same when the same attributes have values with the same
+    /// `repr` ([`key_part_eq`]). The hash is of the attributes in symbol order, which is as
+    /// canonical as name order and needs no string.
+    fn key_hash(&self, sorted: &[(Symbol, Value)]) -> u64 {
+        let mut state = self.index_hasher.build_hasher();
+        for (name, value) in sorted {
+            name.hash(&mut state);
+            hash_key_part(value, &mut state);
+        }
+        state.finish()
+    }
+
+    /// The instance in `entity`'s index whose key has the values `sorted` (in symbol order, of
+    /// hash `hash`).
+    fn find_indexed(&self, entity: EntityId, hash: u64, sorted: &[(Symbol, Value)]) -> Option<InstanceId> {
         self.entities[entity.index()]
             .index
-            .find(hash, |e| e.hash == hash && self.indexed_key(entity, e) == key)
+            .find(hash, |e| e.hash == hash && self.has_key(entity, e, sorted))
             .map(|e| e.instance)
     }
 
-    /// The key an instance was indexed under, rebuilt from its attribute values as
-    /// `add_to_index` built it: those were set before, and a value never changes once set.
-    fn indexed_key(&self, entity: EntityId, entry: &IndexEntry) -> String {
+    /// Whether an indexed instance's key has the values `sorted`: its index is on the same
+    /// attributes, and its values for them, set before it was indexed and never changed
+    /// since, have the same `repr`.
+    fn has_key(&self, entity: EntityId, entry: &IndexEntry, sorted: &[(Symbol, Value)]) -> bool {
         let p = self.prog();
-        let params: SmallVec<[(Symbol, Value); 4]> = p.entity(entity).indexes[entry.index as usize]
-            .iter()
-            .map(|a| (*a, self.slot(entry.instance, *a).and_then(|c| self.peek(c)).unwrap_or(Value::Null)))
-            .collect();
-        self.index_key(&params)
+        let attributes = &p.entity(entity).indexes[entry.index as usize];
+        attributes.len() == sorted.len()
+            && sorted.iter().all(|(name, value)| {
+                if !attributes.contains(name) {
+                    return false;
+                }
+                let Some(cell) = self.slot(entry.instance, *name) else { return false };
+                let c = &self.cells[cell as usize];
+                match c.kind() {
+                    CellKind::Plain | CellKind::Single | CellKind::Option => {
+                        key_part_eq(c.value.as_ref().unwrap_or(&Value::Null), value)
+                    }
+                    _ => key_part_eq(&self.peek(cell).unwrap_or(Value::Null), value),
+                }
+            })
     }
 
     fn add_to_index(&mut self, entity: EntityId, inst: InstanceId) -> R<()> {
         let p = self.prog();
         for (index_no, index) in p.entity(entity).indexes.iter().enumerate() {
-            let mut params = Vec::new();
+            let mut params: SmallVec<[(Symbol, Value); 4]> = SmallVec::new();
             let mut ok = true;
             for a in index {
                 match self.slot(inst, *a) {
@@ -3957,13 +3982,13 @@ impl Machine {
             if !ok {
                 continue;
             }
-            let key = self.index_key(&params);
-            let hash = self.index_hasher.hash_one(key.as_str());
-            match self.find_indexed(entity, hash, &key) {
+            params.sort_unstable_by_key(|(name, _)| name.as_u32());
+            let hash = self.key_hash(&params);
+            match self.find_indexed(entity, hash, &params) {
                 Some(other) if other != inst => {
                     return Err(EvalError::new(
                         ErrorKind::DuplicateException,
-                        format!("Duplicate key in index. {key}"),
+                        format!("Duplicate key in index. {}", self.index_key(&params)),
                     ));
                 }
                 Some(_) => {}
@@ -3972,6 +3997,11 @@ impl Machine {
                     self.entities[entity.index()].index.insert_unique(hash, entry, |e| e.hash);
                 }
             }
+            // Most models never wait for a key: then no key string is built.
+            if self.entities[entity.index()].index_queue.is_empty() {
+                continue;
+            }
+            let key = self.index_key(&params);
             let queued = self.entities[entity.index()].index_queue.remove(&key);
             if let Some((_, waiting)) = queued {
                 for (target, location) in waiting {
@@ -4034,14 +4064,15 @@ impl Machine {
             };
             coerced.push((*k, v));
         }
-        let key = self.index_key(&coerced);
-        let found = self.find_indexed(entity, self.index_hasher.hash_one(key.as_str()), &key);
+        coerced.sort_unstable_by_key(|(name, _)| name.as_u32());
+        let found = self.find_indexed(entity, self.key_hash(&coerced), &coerced);
         match target {
             None => Ok(found),
             Some(t) => {
                 if let Some(inst) = found {
                     self.set_cell(t, Value::Instance(inst), location, true)?;
                 } else {
+                    let key = self.index_key(&coerced);
                     let state = &mut self.entities[entity.index()];
                     let order = state.queued_keys;
                     let entry = state.index_queue.entry(key).or_insert_with(|| (order, Vec::new()));
@@ -4065,6 +4096,61 @@ impl Machine {
 
 /// The marker a filtered comprehension element leaves in the results.
 const FILTERED: &str = "\u{0}weft-filtered\u{0}";
+
+/// Whether two values are the same part of an index key: whether their `repr`s, which the
+/// reference's keys are made of, are equal. The common kinds compare directly: values of
+/// different kinds never have equal `repr`s (strings are quoted, instances are `<instance N>`,
+/// an `int` outside the `i64` range is a big integer, floats always have a point, an
+/// exponent, `inf` or `nan`), so only the other kinds compare their `repr`s.
+fn key_part_eq(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Str(x), Value::Str(y)) => x == y,
+        (Value::Int(x), Value::Int(y)) => x == y,
+        (Value::Bool(x), Value::Bool(y)) => x == y,
+        (Value::Null, Value::Null) => true,
+        (Value::Instance(x), Value::Instance(y)) => x == y,
+        _ if keyed_by_repr(a) && keyed_by_repr(b) => key_repr(a) == key_repr(b),
+        _ => false,
+    }
+}
+
+/// The kinds [`key_part_eq`] compares by `repr`.
+fn keyed_by_repr(v: &Value) -> bool {
+    !matches!(v, Value::Str(_) | Value::Int(_) | Value::Bool(_) | Value::Null | Value::Instance(_))
+}
+
+fn key_repr(v: &Value) -> String {
+    let mut text = String::new();
+    v.write_repr(&mut text, "None");
+    text
+}
+
+/// Hashes a key part consistently with [`key_part_eq`].
+fn hash_key_part(v: &Value, state: &mut impl Hasher) {
+    match v {
+        Value::Str(s) => {
+            state.write_u8(0);
+            s.hash(state);
+        }
+        Value::Int(i) => {
+            state.write_u8(1);
+            state.write_i64(*i);
+        }
+        Value::Bool(b) => {
+            state.write_u8(2);
+            state.write_u8(*b as u8);
+        }
+        Value::Null => state.write_u8(3),
+        Value::Instance(i) => {
+            state.write_u8(4);
+            state.write_u32(*i);
+        }
+        other => {
+            state.write_u8(5);
+            key_repr(other).hash(state);
+        }
+    }
+}
 
 fn python_type(v: &Value) -> &str {
     match v {
@@ -4300,7 +4386,60 @@ mod pyformat {
 
 #[cfg(test)]
 mod tests {
-    use super::{Cell, CellKind, PackedType, WaitList, WaitNodes, substitute_in_one_pass};
+    use std::hash::BuildHasher;
+    use std::sync::Arc;
+
+    use weft_ir::value::Value;
+
+    use super::{
+        Cell, CellKind, PackedType, WaitList, WaitNodes, hash_key_part, key_part_eq, key_repr, substitute_in_one_pass,
+    };
+
+    /// Index key parts are equal exactly when their `repr`s are, which is how the reference
+    /// compares keys, and equal parts hash alike.
+    #[test]
+    fn key_parts_compare_as_their_reprs() {
+        let values = [
+            Value::Null,
+            Value::Bool(true),
+            Value::Bool(false),
+            Value::Int(1),
+            Value::Int(-1),
+            Value::Float(1.0),
+            Value::Float(-0.0),
+            Value::Float(0.0),
+            Value::Float(f64::NAN),
+            Value::Float(-f64::NAN),
+            Value::Float(f64::INFINITY),
+            Value::int(num_bigint::BigInt::from(i64::MAX) * 4),
+            Value::str("1"),
+            Value::str("True"),
+            Value::str("None"),
+            Value::str("a'b"),
+            Value::Instance(1),
+            Value::Instance(2),
+            Value::List(Arc::from(vec![Value::Int(1), Value::str("x")])),
+            Value::List(Arc::from(vec![Value::Int(1), Value::str("x")])),
+            Value::List(Arc::from(vec![Value::Float(1.0), Value::str("x")])),
+            Value::Dict(Arc::from(vec![(Arc::from("k"), Value::Instance(1))])),
+            Value::Unknown,
+        ];
+        let hasher = hashbrown::DefaultHashBuilder::default();
+        let hash = |v: &Value| {
+            let mut state = hasher.build_hasher();
+            hash_key_part(v, &mut state);
+            std::hash::Hasher::finish(&state)
+        };
+        for a in &values {
+            for b in &values {
+                let same = key_repr(a) == key_repr(b);
+                assert_eq!(key_part_eq(a, b), same, "{a:?} and {b:?}");
+                if same {
+                    assert_eq!(hash(a), hash(b), "{a:?} and {b:?}");
+                }
+            }
+        }
+    }
 
     /// Waiter lists release their waiters in registration order, whatever the interleaving
     /// of lists sharing the node arena and the reuse of freed nodes.
