@@ -15,7 +15,7 @@ use crate::table::Table;
 use smallvec::{SmallVec, smallvec};
 use weft_ir::program::{
     AttrId, AttributeKind, BaseType, BinOp, BlockId, Callee, Constraint, CtorId, EntityId, ExprId, NsId, Primitive,
-    Program, StmtId, StmtKind, ValueType, VarRef,
+    Program, StmtId, StmtKind, TypedefId, ValueType, VarRef,
 };
 use weft_ir::value::{self, ArithOp, Value, ValueError};
 use weft_ir::{ErrorKind, Location, Symbol};
@@ -899,6 +899,13 @@ pub struct Machine {
     unique: u64,
     /// Hashes index keys (see `EntityState::index`).
     index_hasher: hashbrown::DefaultHashBuilder,
+    /// Results of typedef constraints without plugin calls, by typedef and value (strings,
+    /// integers and booleans): such a constraint is a pure function of the value, and a model
+    /// checks the same few values (`env_t`, ports, roles) over and over. Bounded by
+    /// `CONSTRAINT_MEMO_LIMIT` entries.
+    constraint_memo: HashMap<(u32, MemoValue), bool>,
+    /// Per typedef: whether its constraint may be memoized (`None` before it is first needed).
+    constraint_pure: Vec<Option<bool>>,
     symbols: Known,
     /// Names that appear only as keys of `**` dictionaries, after the program's own names.
     extra_names: Vec<String>,
@@ -982,6 +989,8 @@ impl Machine {
             host: Some(host),
             unique: 0,
             index_hasher: hashbrown::DefaultHashBuilder::default(),
+            constraint_memo: HashMap::default(),
+            constraint_pure: Vec::new(),
             extra_names: Vec::new(),
             sink: 0,
             symbols_by_name: None,
@@ -2068,8 +2077,20 @@ impl Machine {
                         }
                     },
                     Constraint::Expr(e) => {
-                        let result = self.eval_direct(*e, value)?;
-                        result.truthy()
+                        let memo = MemoValue::of(value).filter(|_| self.constraint_is_pure(td, *e));
+                        let known = memo.as_ref().and_then(|m| self.constraint_memo.get(&(td.0, m.clone())).copied());
+                        match known {
+                            Some(ok) => ok,
+                            None => {
+                                let ok = self.eval_direct(*e, value)?.truthy();
+                                if let Some(m) = memo
+                                    && self.constraint_memo.len() < CONSTRAINT_MEMO_LIMIT
+                                {
+                                    self.constraint_memo.insert((td.0, m), ok);
+                                }
+                                ok
+                            }
+                        }
                     }
                 };
                 if ok {
@@ -2109,6 +2130,45 @@ impl Machine {
             Value::Dict(items) => items.iter().try_for_each(|(_, i)| self.validate_literal(i)),
             _ => Ok(()),
         }
+    }
+
+    /// Whether a typedef's constraint `expr` calls no plugin, so that its result depends on
+    /// the value alone (casts are pure; a variable other than `self` is an error, which is
+    /// never memoized).
+    fn constraint_is_pure(&mut self, td: TypedefId, expr: ExprId) -> bool {
+        if self.constraint_pure.len() <= td.index() {
+            self.constraint_pure.resize(td.index() + 1, None);
+        }
+        if let Some(pure) = self.constraint_pure[td.index()] {
+            return pure;
+        }
+        let code = self.code();
+        let mut pending = vec![expr];
+        let mut pure = true;
+        while let Some(e) = pending.pop() {
+            match code.expr(e).kind {
+                Op::Const(_) | Op::Var(_) => {}
+                Op::Not(a) => pending.push(a),
+                Op::Binary { lhs, rhs, .. } | Op::And { lhs, rhs } | Op::Or { lhs, rhs } => {
+                    pending.extend([lhs, rhs]);
+                }
+                Op::List(items) => pending.extend(items.iter().copied()),
+                Op::Dict(entries) => pending.extend(entries.iter().map(|(_, v)| *v)),
+                Op::Cond { cond, then, otherwise } => pending.extend([cond, then, otherwise]),
+                Op::Subscript { map, key } => pending.extend([map, key]),
+                Op::Call { callee: Callee::Cast(_), args, kwargs, splats, .. } => {
+                    pending.extend(args.iter().copied());
+                    pending.extend(kwargs.iter().map(|n| n.expr));
+                    pending.extend(splats.iter().copied());
+                }
+                _ => {
+                    pure = false;
+                    break;
+                }
+            }
+        }
+        self.constraint_pure[td.index()] = Some(pure);
+        pure
     }
 
     /// Evaluates a typedef constraint with only `self` bound (the reference's direct execution).
@@ -4096,6 +4156,31 @@ impl Machine {
 
 /// The marker a filtered comprehension element leaves in the results.
 const FILTERED: &str = "\u{0}weft-filtered\u{0}";
+
+/// How many constraint results `Machine::constraint_memo` keeps at most: enough for the
+/// values models repeat, and bounded for models whose values are all different.
+const CONSTRAINT_MEMO_LIMIT: usize = 1 << 16;
+
+/// A value a constraint result is memoized for: the kinds whose equality is identity of the
+/// value as a constraint sees it. (`1 == 1.0` and `1 == true` in the language, but a
+/// constraint may tell them apart, so each kind is its own key.)
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum MemoValue {
+    Str(Arc<str>),
+    Int(i64),
+    Bool(bool),
+}
+
+impl MemoValue {
+    fn of(value: &Value) -> Option<MemoValue> {
+        match value {
+            Value::Str(s) => Some(MemoValue::Str(s.clone())),
+            Value::Int(i) => Some(MemoValue::Int(*i)),
+            Value::Bool(b) => Some(MemoValue::Bool(*b)),
+            _ => None,
+        }
+    }
+}
 
 /// Whether two values are the same part of an index key: whether their `repr`s, which the
 /// reference's keys are made of, are equal. The common kinds compare directly: values of
