@@ -108,6 +108,21 @@ impl<T: Copy> Fifo<T> {
         Some(&self.blocks[block][position & BLOCK_MASK])
     }
 
+    /// The first three entries, for looking ahead: one block access when they share the
+    /// front block, as they nearly always do, instead of three positions computed apart.
+    #[inline]
+    pub fn first_three(&self) -> [Option<T>; 3] {
+        let len = self.len();
+        let offset = self.head & BLOCK_MASK;
+        match self.blocks.front() {
+            Some(block) if offset + 3 <= BLOCK_LEN => {
+                let entries = &block[offset..offset + 3];
+                [(len > 0).then(|| entries[0]), (len > 1).then(|| entries[1]), (len > 2).then(|| entries[2])]
+            }
+            _ => [self.get(0).copied(), self.get(1).copied(), self.get(2).copied()],
+        }
+    }
+
     #[inline]
     pub fn front(&self) -> Option<&T> {
         self.get(0)
@@ -137,6 +152,8 @@ mod tests {
             for i in [0, 1, 2, block as usize - 1, block as usize, fifo.len() - 1] {
                 assert_eq!(fifo.get(i), expected.get(i));
             }
+            let ahead: Vec<Option<u32>> = (0..3).map(|i| expected.get(i).copied()).collect();
+            assert_eq!(fifo.first_three().to_vec(), ahead);
             assert_eq!(fifo.get(fifo.len()), None);
             for _ in 0..(block * 2 + round * 11) {
                 assert_eq!(fifo.pop_front(), expected.pop_front());

@@ -1436,14 +1436,15 @@ impl Machine {
     /// the task two places ahead; the shared values (their reference counts) held by the
     /// requirement cells of the next task.
     pub fn prefetch_upcoming(&self) {
-        if let Some(&third) = self.run_queue.get(2)
+        let [next, second, third] = self.run_queue.first_three();
+        if let Some(third) = third
             && third != RESUMPTION
         {
             let slot = &self.waiters[third as usize];
             prefetch(slot);
             prefetch((slot as *const Waiter).wrapping_byte_add(64));
         }
-        if let Some(&second) = self.run_queue.get(1)
+        if let Some(second) = second
             && second != RESUMPTION
         {
             let task = &self.waiters[second as usize];
@@ -1462,7 +1463,7 @@ impl Machine {
                 prefetch(&self.cells[*cell as usize]);
             }
         }
-        if let Some(&next) = self.run_queue.front()
+        if let Some(next) = next
             && next != RESUMPTION
         {
             for &(_, cell) in self.waiters[next as usize].requires.iter() {
