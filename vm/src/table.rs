@@ -90,16 +90,22 @@ impl<T> Table<T> {
     }
 
     /// Appends an element and returns its index.
+    #[inline]
     pub fn push(&mut self, value: T) -> usize {
         let index = self.len;
         if index & CHUNK_MASK == 0 {
-            let chunk = self.prefaulted.as_mut().and_then(|ready| ready.get_mut().ok()?.try_recv().ok());
-            self.chunks.push(chunk.unwrap_or_else(|| Vec::with_capacity(CHUNK_LEN)));
+            self.add_chunk();
         }
         // The chunk was created with its full capacity, so this push never reallocates.
         self.chunks.last_mut().expect("a chunk exists").push(value);
         self.len += 1;
         index
+    }
+
+    #[cold]
+    fn add_chunk(&mut self) {
+        let chunk = self.prefaulted.as_mut().and_then(|ready| ready.get_mut().ok()?.try_recv().ok());
+        self.chunks.push(chunk.unwrap_or_else(|| Vec::with_capacity(CHUNK_LEN)));
     }
 
     pub fn get(&self, index: usize) -> Option<&T> {
@@ -116,14 +122,20 @@ impl<T> Index<usize> for Table<T> {
 
     #[inline]
     fn index(&self, index: usize) -> &T {
-        &self.chunks[index >> CHUNK_BITS][index & CHUNK_MASK]
+        assert!(index < self.len, "index {index} out of a table of {}", self.len);
+        // SAFETY: every chunk before the last is full and the last holds the rest, so an
+        // index below `len` names an existing chunk and an element below that chunk's length.
+        // One check instead of the two of indexing the chunk list and then the chunk.
+        unsafe { self.chunks.get_unchecked(index >> CHUNK_BITS).get_unchecked(index & CHUNK_MASK) }
     }
 }
 
 impl<T> IndexMut<usize> for Table<T> {
     #[inline]
     fn index_mut(&mut self, index: usize) -> &mut T {
-        &mut self.chunks[index >> CHUNK_BITS][index & CHUNK_MASK]
+        assert!(index < self.len, "index {index} out of a table of {}", self.len);
+        // SAFETY: as in `index`.
+        unsafe { self.chunks.get_unchecked_mut(index >> CHUNK_BITS).get_unchecked_mut(index & CHUNK_MASK) }
     }
 }
 
@@ -145,6 +157,16 @@ mod tests {
         table[3] = 42;
         assert_eq!(table.iter().nth(3), Some(&42));
         assert_eq!(table.iter().count(), table.len());
+    }
+
+    /// An index past the end panics, as a slice's does, even inside the last chunk's
+    /// capacity.
+    #[test]
+    #[should_panic(expected = "out of a table")]
+    fn an_index_past_the_end_panics() {
+        let mut table = Table::new();
+        table.push(1u8);
+        let _ = table[1];
     }
 
     #[test]
