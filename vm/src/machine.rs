@@ -3912,7 +3912,7 @@ impl Machine {
             }
             return Err(EvalError::new(ErrorKind::IndexAttributeMissingInConstructorException, message).at(location));
         }
-        let mut direct: Vec<(Symbol, Value)> = Vec::new();
+        let mut direct: SmallVec<[(Symbol, Value); 8]> = SmallVec::with_capacity(ctor.direct.len() + late_args.len());
         for (k, v) in &ctor.direct {
             direct.push((*k, self.eval(*v, values, scope)?));
         }
@@ -3923,12 +3923,12 @@ impl Machine {
                 direct.push((*k, v.clone()));
             }
         }
-        let indirect: Vec<(Symbol, ExprId)> =
+        let indirect: SmallVec<[(Symbol, ExprId); 8]> =
             ctor.indirect.iter().filter(|(k, _)| !late_args.iter().any(|(n, _)| n == k)).copied().collect();
-        // Index lookups.
-        let mut found: Vec<(Vec<Symbol>, InstanceId)> = Vec::new();
+        // Index lookups: the instances found, by index.
+        let mut found: SmallVec<[InstanceId; 2]> = SmallVec::new();
         for index in &p.entity(entity).indexes {
-            let params: Vec<(Symbol, Value)> = index
+            let params: SmallVec<[(Symbol, Value); 4]> = index
                 .iter()
                 .map(|a| (*a, direct.iter().find(|(n, _)| n == a).map(|x| x.1.clone()).unwrap_or(Value::Null)))
                 .collect();
@@ -3940,25 +3940,24 @@ impl Machine {
                     )
                     .at(location));
                 }
-                found.push((index.clone(), obj));
+                found.push(obj);
             }
         }
-        let inst = if let Some((_, first)) = found.first() {
-            let first = *first;
-            if found.iter().any(|(_, i)| *i != first) {
+        let inst = if let Some(&first) = found.first() {
+            if found.iter().any(|i| *i != first) {
                 return Err(
                     EvalError::new(ErrorKind::IndexCollisionException, "Inconsistent indexes detected!\n").at(location)
                 );
             }
             self.add_location(first, location);
-            for (k, v) in &direct {
-                self.set_attribute(first, *k, v.clone(), location, true).map_err(|e| e.at(location))?;
+            for (k, v) in direct {
+                self.set_attribute(first, k, v, location, true).map_err(|e| e.at(location))?;
             }
             first
         } else {
             let inst = self.new_instance(entity, location);
-            for (k, v) in &direct {
-                self.set_attribute(inst, *k, v.clone(), location, true).map_err(|e| e.at(location))?;
+            for (k, v) in direct {
+                self.set_attribute(inst, k, v, location, true).map_err(|e| e.at(location))?;
             }
             self.add_instance(entity, inst).map_err(|e| e.at(location))?;
             inst
