@@ -1761,11 +1761,14 @@ impl Machine {
                 if !matches!(value, Value::Unknown) {
                     self.validate_cell(cell, &value)?;
                 }
+                // Only a relation end needs the value afterwards, and its value is an
+                // instance (or null), which copies without touching a reference count.
+                let inverse = (kind == CellKind::Single && recur).then(|| value.clone());
                 let c = &mut self.cells[cell as usize];
-                c.value = Some(value.clone());
+                c.value = Some(value);
                 c.location = self.locations.intern(location);
                 c.set_has_value(true);
-                if kind == CellKind::Single && recur {
+                if let Some(value) = inverse {
                     self.set_inverse(cell, &value, location)?;
                 }
                 self.notify(cell);
