@@ -983,10 +983,10 @@ pub struct Machine {
     unique: u64,
     /// Hashes index keys (see `EntityState::index`).
     index_hasher: hashbrown::DefaultHashBuilder,
-    /// Results of typedef constraints without plugin calls, by typedef and value (strings,
-    /// integers and booleans): such a constraint is a pure function of the value, and a model
-    /// checks the same few values (`env_t`, ports, roles) over and over. Bounded by
-    /// `CONSTRAINT_MEMO_LIMIT` entries.
+    /// Results of typedef constraints that are regexes or expressions without plugin calls,
+    /// by typedef and value (strings, integers and booleans): such a constraint is a pure
+    /// function of the value, and a model checks the same few values (`env_t`, ports, roles,
+    /// names) over and over. Errors are not kept. Bounded by `CONSTRAINT_MEMO_LIMIT` entries.
     constraint_memo: HashMap<(u32, MemoValue), bool>,
     /// Per typedef: whether its constraint may be memoized (`None` before it is first needed).
     constraint_pure: Vec<Option<bool>>,
@@ -2156,32 +2156,32 @@ impl Machine {
                 let prog = self.prog();
                 let typedef = &prog.typedefs[td.index()];
                 self.validate_base(typedef.base, value)?;
-                let ok = match &typedef.constraint {
-                    Constraint::Regex { engine, .. } => match value {
-                        Value::Str(s) => regex_match(engine, s),
-                        other => {
-                            return Err(typing(format!(
-                                "Regex can only be match with strings. {} is of type {}",
-                                self.display_value(other),
-                                other.type_name()
-                            )));
-                        }
-                    },
-                    Constraint::Expr(e) => {
-                        let memo = MemoValue::of(value).filter(|_| self.constraint_is_pure(td, *e));
-                        let known = memo.as_ref().and_then(|m| self.constraint_memo.get(&(td.0, m.clone())).copied());
-                        match known {
-                            Some(ok) => ok,
-                            None => {
-                                let ok = self.eval_direct(*e, value)?.truthy();
-                                if let Some(m) = memo
-                                    && self.constraint_memo.len() < CONSTRAINT_MEMO_LIMIT
-                                {
-                                    self.constraint_memo.insert((td.0, m), ok);
-                                }
-                                ok
+                // A regex, and an expression without plugin calls, are functions of the value.
+                let memo = MemoValue::of(value).filter(|_| match &typedef.constraint {
+                    Constraint::Regex { .. } => true,
+                    Constraint::Expr(e) => self.constraint_is_pure(td, *e),
+                });
+                let known = memo.as_ref().and_then(|m| self.constraint_memo.get(&(td.0, m.clone())).copied());
+                let ok = match known {
+                    Some(ok) => ok,
+                    None => {
+                        let ok = match (&typedef.constraint, value) {
+                            (Constraint::Regex { engine, .. }, Value::Str(s)) => regex_match(engine, s),
+                            (Constraint::Regex { .. }, other) => {
+                                return Err(typing(format!(
+                                    "Regex can only be match with strings. {} is of type {}",
+                                    self.display_value(other),
+                                    other.type_name()
+                                )));
                             }
+                            (Constraint::Expr(e), _) => self.eval_direct(*e, value)?.truthy(),
+                        };
+                        if let Some(m) = memo
+                            && self.constraint_memo.len() < CONSTRAINT_MEMO_LIMIT
+                        {
+                            self.constraint_memo.insert((td.0, m), ok);
                         }
+                        ok
                     }
                 };
                 if ok {
