@@ -8,6 +8,7 @@
 # * the reference's `inmanta compile` of the sources.
 #
 #   benches/compare-reference.sh [HOSTS] [FLAVOR]      (defaults: 5000 pure)
+#   WEFT_RUNS=5 benches/compare-reference.sh            (weft commands: median of 5 runs; 3 by default)
 #
 # The reference is the `inmanta` of the venv made by ../shared/tools/reference-setup.sh
 # (override with INMANTA=/path/to/inmanta). Without it, only weft runs. The `std::print` lines
@@ -42,16 +43,36 @@ measure() { # key, label, command...
     eval "${key}_wall=$wall; ${key}_cpu=$cpu; ${key}_rss=$rss"
 }
 
+# A weft command takes about a second and its time varies by 10 to 20% from one run to the
+# next on a shared VM (the first run after a build is often the slowest); it is measured
+# WEFT_RUNS times (default 3) and the run of median wall time is shown. The reference, which
+# takes a minute or more, is measured once.
+measure_median() { # key, label, command...
+    local key="$1" label="$2"; shift 2
+    local runs="${WEFT_RUNS:-3}" i
+    : >"$work/runs.$key"
+    for ((i = 0; i < runs; i++)); do
+        measure "$key" "" "$@" >/dev/null
+        echo "$(tail -1 "$work/time.$key")" >>"$work/runs.$key"
+    done
+    sort -n "$work/runs.$key" | sed -n "$(((runs + 1) / 2))p" >"$work/time.$key"
+    read -r wall user sys rss < <(tail -1 "$work/time.$key")
+    cpu=$(echo "$user + $sys" | bc)
+    printf '%-20s %8.2f s wall %8.2f s cpu %8.1f MB peak RSS  %s (median of %s runs)\n' "$label" "$wall" "$cpu" \
+        "$(echo "$rss / 1024" | bc -l)" "$status" "$runs"
+    eval "${key}_wall=$wall; ${key}_cpu=$cpu; ${key}_rss=$rss"
+}
+
 # Whether two commands printed the same lines (in any order: both compilers print in the
 # order their scheduler happens to run the statements).
 same_prints() { # key, key
     diff <(sort "$work/stdout.$1") <(sort "$work/stdout.$2") >/dev/null
 }
 
-measure weft "weft compile" "$weft" compile "$work/model"
+measure_median weft "weft compile" "$weft" compile "$work/model"
 measure build "weft build" "$weft" build "$work/model" -o "$work/model.weft"
 artifact_size=$(stat -c %s "$work/model.weft")
-measure run "weft run" "$weft" run "$work/model.weft"
+measure_median run "weft run" "$weft" run "$work/model.weft"
 echo "artifact: $artifact_size bytes ($(echo "scale=2; $artifact_size / 1048576" | bc) MiB)"
 if same_prints weft run; then
     echo "prints: weft run = weft compile ($(wc -l <"$work/stdout.run") lines)"
