@@ -31,7 +31,7 @@ use weft_ir::diagnostic::codes;
 use weft_ir::program::{AttributeKind, EntityId, Program};
 use weft_ir::span::Location;
 use weft_ir::value::Value;
-use weft_ir::{Diagnostic, ErrorKind};
+use weft_ir::{Diagnostic, ErrorKind, Symbol};
 use weft_vm::Machine;
 
 use crate::graph::{Resource, ResourceGraph};
@@ -44,6 +44,8 @@ pub(crate) use types::{ResourceType, native, scan_registrations, std_registratio
 /// An evaluated model: the instances and their frozen attribute values.
 pub struct Model {
     machine: Machine,
+    /// The program's names, to find attributes by name: the export reads several per resource.
+    symbols: hashbrown::HashMap<String, Symbol>,
 }
 
 impl Model {
@@ -72,7 +74,14 @@ pub(crate) enum Read {
 
 impl Model {
     pub(crate) fn new(machine: Machine) -> Model {
-        Model { machine }
+        let symbols = machine
+            .program()
+            .names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| (name.clone(), Symbol::from_u32(i as u32)))
+            .collect();
+        Model { machine, symbols }
     }
 
     pub fn program(&self) -> &Program {
@@ -117,15 +126,10 @@ impl Model {
     /// The value of attribute `name` of an instance, as a plugin's proxy reads it.
     pub(crate) fn read(&self, instance: u32, name: &str) -> Read {
         let program = self.program();
-        let inst = &self.machine.instances[instance as usize];
-        let entity = program.entity(inst.entity);
-        let Some(&(_, attr)) = entity.slots.iter().find(|(symbol, _)| program.name(*symbol) == name) else {
+        let Some(cell) = self.symbols.get(name).and_then(|&symbol| self.machine.slot(instance, symbol)) else {
             return Read::Missing;
         };
-        let Some((_, cell)) = self.machine.instance_slots(instance).find(|(symbol, _)| program.name(*symbol) == name)
-        else {
-            return Read::Missing;
-        };
+        let Some((_, attr)) = self.machine.cells[cell as usize].owner() else { return Read::Missing };
         let value = self.machine.peek(cell).unwrap_or(Value::Null);
         match program.attribute(attr).kind {
             AttributeKind::Relation(end) if !end.is_multi() => match value {
