@@ -1301,9 +1301,11 @@ impl Machine {
     /// Sizes of the machine's tables, for `--stats`.
     pub fn table_sizes(&self) -> String {
         format!(
-            "{} cells ({} B each), {} task slots ({} B each) for {} tasks, {} scopes, {} collectors",
+            "{} cells ({} B each; {} with an extension of {} B), {} task slots ({} B each) for {} tasks, {} scopes, {} collectors",
             self.cells.len(),
             std::mem::size_of::<Cell>(),
+            self.cells.iter().filter(|c| c.ext.is_some()).count(),
+            std::mem::size_of::<CellExt>(),
             self.waiters.len(),
             std::mem::size_of::<Waiter>(),
             self.spawned,
