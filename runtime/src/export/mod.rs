@@ -314,7 +314,7 @@ impl<'m> Exporter<'m> {
             Err(IdFailure::Wait(never)) => match never {},
         };
         let mut collector = values::ReferenceCollector::new(id.to_string());
-        let mut fields = crate::graph::Fields::new();
+        let mut fields: Vec<(std::borrow::Cow<'static, str>, serde_json::Value)> = Vec::with_capacity(ty.fields.len());
         let mut undefined = false;
         let mut files = Vec::new();
         for &(name, getter) in ty.fields {
@@ -340,11 +340,12 @@ impl<'m> Exporter<'m> {
                     serde_json::Value::String(crate::graph::UNDEFINED.to_string())
                 }
             };
-            fields.insert(name, json);
+            fields.push((name.into(), json));
         }
         let (references, mutators) = collector.finish();
-        fields.insert("references", serde_json::Value::Array(references));
-        fields.insert("mutators", serde_json::Value::Array(mutators));
+        fields.push(("references".into(), serde_json::Value::Array(references)));
+        fields.push(("mutators".into(), serde_json::Value::Array(mutators)));
+        let fields = crate::graph::Fields::from_unsorted(fields);
         Ok((Resource { id, fields, requires: Vec::new(), undefined }, files))
     }
 
