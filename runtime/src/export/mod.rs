@@ -45,7 +45,8 @@ pub(crate) use types::{ResourceType, native, scan_registrations, std_registratio
 pub struct Model {
     machine: Machine,
     /// The program's names, to find attributes by name: the export reads several per resource.
-    symbols: hashbrown::HashMap<String, Symbol>,
+    /// Made at the first read; a compile that exports nothing never needs it.
+    symbols: std::sync::OnceLock<hashbrown::HashMap<String, Symbol>>,
 }
 
 impl Model {
@@ -74,14 +75,7 @@ pub(crate) enum Read {
 
 impl Model {
     pub(crate) fn new(machine: Machine) -> Model {
-        let symbols = machine
-            .program()
-            .names
-            .iter()
-            .enumerate()
-            .map(|(i, name)| (name.clone(), Symbol::from_u32(i as u32)))
-            .collect();
-        Model { machine, symbols }
+        Model { machine, symbols: std::sync::OnceLock::new() }
     }
 
     pub fn program(&self) -> &Program {
@@ -126,7 +120,10 @@ impl Model {
     /// The value of attribute `name` of an instance, as a plugin's proxy reads it.
     pub(crate) fn read(&self, instance: u32, name: &str) -> Read {
         let program = self.program();
-        let Some(cell) = self.symbols.get(name).and_then(|&symbol| self.machine.slot(instance, symbol)) else {
+        let symbols = self.symbols.get_or_init(|| {
+            program.names.iter().enumerate().map(|(i, name)| (name.clone(), Symbol::from_u32(i as u32))).collect()
+        });
+        let Some(cell) = symbols.get(name).and_then(|&symbol| self.machine.slot(instance, symbol)) else {
             return Read::Missing;
         };
         let Some((_, attr)) = self.machine.cells[cell as usize].owner() else { return Read::Missing };
