@@ -224,9 +224,8 @@ pub struct Code {
     /// virtual call on every read. The lifetime is really that of `backing`; the slice is only
     /// handed out borrowed from `self` (see the safety comment in `new`).
     bytes: &'static [u8],
-    insns: Range<usize>,
-    locations: Range<usize>,
-    pool: Range<usize>,
+    /// Where the code buffer (header and tables) is in `bytes`.
+    section: Range<usize>,
     /// The three tables of `bytes`, viewed once in [`Code::new`] (same lifetime argument):
     /// an instruction read is then one bounds check on a slice, not a range computation and
     /// two checks on every read.
@@ -373,9 +372,7 @@ impl Code {
         let code = Code {
             _backing: backing,
             bytes,
-            insns: insns_start..locations_start,
-            locations: locations_start..pool_start,
-            pool: pool_start..range.end,
+            section: range.clone(),
             insn_records,
             location_records,
             pool_bytes: &bytes[pool_start..range.end],
@@ -397,12 +394,12 @@ impl Code {
 
     /// The size of the buffer, tables excluded.
     pub fn byte_len(&self) -> usize {
-        16 + self.insns.len() + self.locations.len() + self.pool.len()
+        self.section.len()
     }
 
     /// The code buffer, as an artifact stores it.
     pub fn as_bytes(&self) -> &[u8] {
-        &self.bytes[self.insns.start - size_of::<Header>()..self.pool.end]
+        &self.bytes[self.section.clone()]
     }
 
     pub fn tables(&self) -> &CodeTables {
@@ -421,16 +418,10 @@ impl Code {
     }
 
     fn insn_checked(&self, expr: ExprId) -> Result<Insn, CodeError> {
-        self.records::<Insn>(self.insns.clone())
+        self.insn_records
             .get(expr.index())
             .copied()
             .ok_or_else(|| CodeError::Instruction { index: expr.0, message: "does not exist".into() })
-    }
-
-    fn records<T: FromBytes + Immutable + KnownLayout>(&self, range: Range<usize>) -> &[T] {
-        // The ranges were checked against the buffer and its alignment in `new`, so the
-        // conversion can not fail; an empty slice would only hide a bug, never read wrongly.
-        <[T]>::ref_from_bytes(&self.bytes[range]).unwrap_or(&[])
     }
 
     #[inline]
@@ -526,10 +517,11 @@ impl Code {
     /// the depth of every expression. After this, [`Code::expr`] and the machine can index
     /// without checks.
     fn verify(&self, program: &Program) -> Result<(), CodeError> {
-        let insns = self.records::<Insn>(self.insns.clone());
-        let locations = self.records::<RawLocation>(self.locations.clone());
-        let pool_len = (self.pool.len() / 4) as u64;
-        let pool = self.records::<u32>(self.pool.clone());
+        let (insns, locations) = (self.insn_records, self.location_records);
+        // The pool is aligned for its words (`new`), so the view can not fail; an empty pool
+        // would only hide a bug, never read wrongly.
+        let pool = <[u32]>::ref_from_bytes(self.pool_bytes).unwrap_or(&[]);
+        let pool_len = pool.len() as u64;
         let mut depth = vec![0u32; insns.len()];
         for (index, insn) in insns.iter().enumerate() {
             let fail = |message: String| CodeError::Instruction { index: index as u32, message };
