@@ -249,10 +249,7 @@ pub struct Prepared {
 impl Prepared {
     pub fn new(signature: &PluginSignature, registry: &PluginRegistry) -> Prepared {
         let qualified = signature.qualified_name();
-        let resolve = |annotation: Option<&TypeAnnotation>| match annotation {
-            Some(annotation) => resolve_annotation(annotation, &signature.namespace),
-            None => Arc::new(types::Ty::Any),
-        };
+        let resolve = |annotation: Option<&TypeAnnotation>| resolve_or_any(annotation, &signature.namespace);
         Prepared {
             run: registry.plugin(&qualified).map(|native| native.run),
             param_types: signature.params.iter().map(|p| resolve(p.annotation.as_ref())).collect(),
@@ -316,11 +313,7 @@ fn check_return(
     value: &Value,
     host: &mut dyn PluginHost,
 ) -> Result<(), PluginError> {
-    let ty = match annotation {
-        Some(annotation) => resolve_annotation(annotation, namespace),
-        None => Arc::new(types::Ty::Any),
-    };
-    check_return_type(&ty, qualified, value, host)
+    check_return_type(&resolve_or_any(annotation, namespace), qualified, value, host)
 }
 
 /// [`check_return`] with the annotation resolved.
@@ -345,6 +338,14 @@ thread_local! {
     /// resolved for every call. Two levels so that a lookup borrows its keys instead of
     /// building owned ones for every argument of every call.
     static ANNOTATIONS: RefCell<HashMap<String, HashMap<TypeAnnotation, Arc<types::Ty>>>> = RefCell::new(HashMap::new());
+}
+
+/// [`resolve_annotation`], or `any` for a parameter or return without an annotation.
+fn resolve_or_any(annotation: Option<&TypeAnnotation>, namespace: &str) -> Arc<types::Ty> {
+    match annotation {
+        Some(annotation) => resolve_annotation(annotation, namespace),
+        None => Arc::new(types::Ty::Any),
+    }
 }
 
 /// The DSL type an annotation resolves to, as the reference's `PluginValue.resolve_type`.
