@@ -59,10 +59,11 @@ impl ResourceId {
     }
 }
 
-/// A resource as the export writes it, serialized straight from its fields: the same text as
-/// [`ResourceGraph::resource_json`]'s map (keys in byte order, `requires` and `id` replacing
-/// fields of those names), without copying every field into a map first. On the export of a
-/// large model that copy, strings and all, was a fifth of the export's instructions.
+/// A resource as the export writes it: its fields, with `requires` and `id` (which replace
+/// fields of those names) merged in, in key order, the order of `serde_json`'s map. Serialized
+/// straight from the fields, it writes the text without copying every field into a map first:
+/// on the export of a large model that copy, strings and all, was a fifth of the export's
+/// instructions.
 struct ResourceView<'a> {
     graph: &'a ResourceGraph,
     resource: &'a Resource,
@@ -251,14 +252,9 @@ impl ResourceGraph {
         out.write_all(b"]")
     }
 
-    /// One resource of the export JSON: its fields, then `requires` and `id` (in key order
-    /// once in the map).
+    /// One resource of the export JSON, as a value: [`ResourceView`] collected into a map.
     fn resource_json(&self, resource: &Resource) -> Json {
-        let mut object = resource.fields.to_map();
-        let requires = resource.requires.iter().map(|&i| Json::String(self.resources[i].id.to_string())).collect();
-        object.insert("requires".to_string(), Json::Array(requires));
-        object.insert("id".to_string(), Json::String(resource.id.with_version(self.version)));
-        Json::Object(object)
+        serde_json::to_value(ResourceView { graph: self, resource }).expect("a resource's JSON has string keys only")
     }
 
     /// Reads an export JSON back (from weft or from `inmanta export -j`). File contents are
