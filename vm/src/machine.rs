@@ -2351,10 +2351,11 @@ impl Machine {
                 let typedef = &prog.typedefs[td.index()];
                 self.validate_base(typedef.base, value)?;
                 // A regex, and an expression without plugin calls, are functions of the value.
-                let memo = MemoValue::of(value).filter(|_| match &typedef.constraint {
+                let pure = match &typedef.constraint {
                     Constraint::Regex { .. } => true,
                     Constraint::Expr(e) => self.constraint_is_pure(td, *e),
-                });
+                };
+                let memo = if pure { MemoValue::of(value) } else { None };
                 let known = memo.as_ref().and_then(|m| self.constraint_memo.get(&(td.0, m.clone())).copied());
                 let ok = match known {
                     Some(ok) => ok,
@@ -4478,7 +4479,7 @@ fn key_part_eq(a: &Value, b: &Value) -> bool {
         (Value::Bool(x), Value::Bool(y)) => x == y,
         (Value::Null, Value::Null) => true,
         (Value::Instance(x), Value::Instance(y)) => x == y,
-        _ if keyed_by_repr(a) && keyed_by_repr(b) => key_repr(a) == key_repr(b),
+        _ if keyed_by_repr(a) && keyed_by_repr(b) => a.py_repr() == b.py_repr(),
         _ => false,
     }
 }
@@ -4486,12 +4487,6 @@ fn key_part_eq(a: &Value, b: &Value) -> bool {
 /// The kinds [`key_part_eq`] compares by `repr`.
 fn keyed_by_repr(v: &Value) -> bool {
     !matches!(v, Value::Str(_) | Value::Int(_) | Value::Bool(_) | Value::Null | Value::Instance(_))
-}
-
-fn key_repr(v: &Value) -> String {
-    let mut text = String::new();
-    v.write_repr(&mut text, "None");
-    text
 }
 
 /// Hashes a key part consistently with [`key_part_eq`].
@@ -4516,7 +4511,7 @@ fn hash_key_part(v: &Value, state: &mut impl Hasher) {
         }
         other => {
             state.write_u8(5);
-            key_repr(other).hash(state);
+            other.py_repr().hash(state);
         }
     }
 }
@@ -4760,9 +4755,7 @@ mod tests {
 
     use weft_ir::value::Value;
 
-    use super::{
-        Cell, CellKind, PackedType, WaitList, WaitNodes, hash_key_part, key_part_eq, key_repr, substitute_in_one_pass,
-    };
+    use super::{Cell, CellKind, PackedType, WaitList, WaitNodes, hash_key_part, key_part_eq, substitute_in_one_pass};
 
     /// A cell gives back every kind of value it was given, and owns exactly one count of a
     /// shared value: reading it borrows, cloning it counts one more, replacing or dropping the
@@ -4864,7 +4857,7 @@ mod tests {
         };
         for a in &values {
             for b in &values {
-                let same = key_repr(a) == key_repr(b);
+                let same = a.py_repr() == b.py_repr();
                 assert_eq!(key_part_eq(a, b), same, "{a:?} and {b:?}");
                 if same {
                     assert_eq!(hash(a), hash(b), "{a:?} and {b:?}");
