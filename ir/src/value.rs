@@ -192,8 +192,7 @@ impl Value {
     }
 
     /// [`Self::repr_with_null`], appended to `out`; instances are written in place as
-    /// `<instance N>`, with no string of their own (index keys are built this way for every
-    /// indexed instance).
+    /// `<instance N>`, with no string of their own.
     pub fn write_repr(&self, out: &mut String, null: &str) {
         self.write_repr_with(out, null, &|out, i| {
             out.push_str("<instance ");
@@ -203,8 +202,7 @@ impl Value {
     }
 
     /// `repr()` appended to `out`, with `instance` writing an instance's rendering.
-    /// Index keys are built from these (one per constructor call and per indexed instance), so
-    /// integers are written by hand rather than through `fmt`, which costs several times more.
+    /// Integers are written by hand rather than through `fmt`, which costs several times more.
     fn write_repr_with(&self, out: &mut String, null: &str, instance: &dyn Fn(&mut String, u32)) {
         match self {
             Value::Instance(i) => instance(out, *i),

@@ -1102,10 +1102,11 @@ struct IndexEntry {
 type QueuedLookups = (u32, Vec<(CellId, Location)>);
 
 pub struct EntityState {
-    /// The indexed instances, found by the hash of their key (`Machine::index_key`). The key
-    /// itself is not kept: a candidate with the same hash is confirmed by rebuilding its key
-    /// from its attribute values, which never change once set. On the million-instance model
-    /// that is 16 bytes per entry instead of 24 plus a string of 40 to 80.
+    /// The indexed instances, found by the hash of their key (`Machine::key_hash`). The key
+    /// itself is not kept: a candidate with the same hash is confirmed by comparing its
+    /// attribute values, which never change once set, with the key's (`Machine::has_key`).
+    /// On the million-instance model that is 16 bytes per entry instead of 24 plus a string
+    /// of 40 to 80.
     index: hashbrown::HashTable<IndexEntry>,
     /// Lookups waiting for a key, with the order in which each key was first queued (the
     /// final checks report them in that order).
@@ -4242,8 +4243,8 @@ impl Machine {
     }
 
     /// The reference's index key: `name=repr(value)` for each attribute, sorted by name and
-    /// joined by `, `, written into one string (this runs for every instance of an indexed
-    /// entity and every lookup).
+    /// joined by `, `, written into one string. Only messages and the queue of lookups waiting
+    /// for a key need it; finding a key hashes and compares values (`Machine::key_hash`).
     fn index_key(&self, params: &[(Symbol, Value)]) -> String {
         let mut order: SmallVec<[usize; 4]> = (0..params.len()).collect();
         order.sort_by(|&a, &b| self.sym_name(params[a].0).cmp(self.sym_name(params[b].0)));
