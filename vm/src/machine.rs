@@ -1290,6 +1290,32 @@ impl Machine {
         ]
     }
 
+    /// Frees what only evaluating needs, once the evaluation finished: the task slots and
+    /// their wait lists, the scopes, the gradual listeners, the promises and the queues. What
+    /// stays (instances, cells, locations, the program and the indexes) is what reading the
+    /// model needs. The machine must not evaluate afterwards.
+    ///
+    /// The export allocates its resources next, and memory freed here is what those
+    /// allocations reuse instead of fresh pages, each a page fault: on the 93k-instance
+    /// resources benchmark, about 45 MB (the task slots alone are 32 MB).
+    pub fn shed_evaluation_state(&mut self) {
+        self.waiters = Table::new();
+        self.free_waiter = NONE;
+        self.wait_nodes = WaitNodes::default();
+        self.collectors = Table::new();
+        self.scopes = Table::new();
+        self.ns_scopes = Vec::new();
+        self.promises = Table::new();
+        self.eager = Vec::new();
+        self.comps = Vec::new();
+        self.run_queue = Fifo::new();
+        self.resumptions = Fifo::new();
+        self.wait_queue = Fifo::new();
+        self.proxy_listeners = HashMap::default();
+        self.free_proxies = Vec::new();
+        self.constraint_memo = HashMap::default();
+    }
+
     /// Ends the machine without freeing its tables, for a process about to exit: they are
     /// millions of small allocations that the exit releases at once. The plugin host is
     /// dropped as usual, since it may own resources with effects outside the process

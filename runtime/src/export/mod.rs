@@ -74,7 +74,10 @@ pub(crate) enum Read {
 }
 
 impl Model {
-    pub(crate) fn new(machine: Machine) -> Model {
+    /// The model of a machine that finished evaluating. What only the evaluation needed is
+    /// freed here (`Machine::shed_evaluation_state`), before the export allocates.
+    pub(crate) fn new(mut machine: Machine) -> Model {
+        machine.shed_evaluation_state();
         Model { machine, symbols: std::sync::OnceLock::new() }
     }
 
@@ -230,13 +233,32 @@ struct Exporter<'m> {
     modules: &'m Modules,
     graph: ResourceGraph,
     warnings: Vec<Diagnostic>,
-    /// The resource of each exported instance.
-    resource_of: HashMap<u32, usize>,
+    /// The resource of each instance, by instance (`NO_RESOURCE` for an instance that is not
+    /// an exported resource).
+    resource_of: Vec<u32>,
     /// The instance each resource was made from.
     instance_of: Vec<u32>,
-    /// Resources by the text of their id: the reference compares ids as text, so an agent
-    /// `a,name=b` with name `c` is the same id as agent `a` with name `b,name=c`.
-    by_id: HashMap<String, usize>,
+    /// Resources by the hash of the text of their id: the reference compares ids as text, so
+    /// an agent `a,name=b` with name `c` is the same id as agent `a` with name `b,name=c`.
+    /// The text is hashed as it is formatted and only made for a candidate of the same hash,
+    /// instead of kept for every resource.
+    by_id: hashbrown::HashTable<usize>,
+    id_hasher: hashbrown::DefaultHashBuilder,
+    id_text: String,
+}
+
+const NO_RESOURCE: u32 = u32::MAX;
+
+/// The hash of the text of a resource id (see `Exporter::by_id`), formatted into `text`, a
+/// buffer reused from id to id. The whole text is hashed at once: hashers do not give the same
+/// hash for the same bytes written in different pieces, and ids of the same text may format
+/// in different pieces.
+fn id_text_hash(hasher: &hashbrown::DefaultHashBuilder, id: &crate::graph::ResourceId, text: &mut String) -> u64 {
+    use std::fmt::Write;
+    use std::hash::BuildHasher;
+    text.clear();
+    write!(text, "{id}").expect("formatting into a string does not fail");
+    hasher.hash_one(text.as_str())
 }
 
 impl<'m> Exporter<'m> {
@@ -246,9 +268,11 @@ impl<'m> Exporter<'m> {
             modules,
             graph: ResourceGraph::default(),
             warnings: Vec::new(),
-            resource_of: HashMap::new(),
+            resource_of: vec![NO_RESOURCE; model.instance_count()],
             instance_of: Vec::new(),
-            by_id: HashMap::new(),
+            by_id: hashbrown::HashTable::new(),
+            id_hasher: hashbrown::DefaultHashBuilder::default(),
+            id_text: String::new(),
         }
     }
 
@@ -278,6 +302,10 @@ impl<'m> Exporter<'m> {
         // error is the one a resource-by-resource export meets, whatever the threads.
         let mapped: Vec<Result<Mapping, Stop>> =
             work.par_iter().map(|&(ty, instance)| Self::map_resource(model, ty, instance)).collect();
+        // Sized once: grown by doubling, the vectors would hold the old and the new buffer
+        // at once, next to every mapped resource.
+        self.graph.resources.reserve_exact(mapped.len());
+        self.instance_of.reserve_exact(mapped.len());
         let mut ignored = HashSet::new();
         for (&(_, instance), mapping) in work.iter().zip(mapped) {
             match mapping {
@@ -346,9 +374,20 @@ impl<'m> Exporter<'m> {
         Ok((Resource { id, fields, requires: Vec::new(), undefined }, files))
     }
 
+    /// The resource made from an instance, if it is an exported resource.
+    fn resource_of(&self, instance: u32) -> Option<usize> {
+        self.resource_of.get(instance as usize).filter(|&&r| r != NO_RESOURCE).map(|&r| r as usize)
+    }
+
     fn add(&mut self, (resource, files): Mapping, instance: u32) -> Result<(), Diagnostic> {
-        let text = resource.id.to_string();
-        if self.by_id.contains_key(&text) {
+        let hash = id_text_hash(&self.id_hasher, &resource.id, &mut self.id_text);
+        let resources = &self.graph.resources;
+        // Ids of the same text hash the same; different texts of the same hash are compared.
+        let same_text = |&i: &usize| {
+            let other = &resources[i].id;
+            other == &resource.id || other.to_string() == self.id_text
+        };
+        if self.by_id.find(hash, same_text).is_some() {
             return Err(error_at(
                 ErrorKind::CompilerException,
                 format!("Resource {} exists more than once in the configuration model", resource.id),
@@ -356,8 +395,9 @@ impl<'m> Exporter<'m> {
             ));
         }
         let index = self.graph.resources.len();
-        self.by_id.insert(text, index);
-        self.resource_of.insert(instance, index);
+        let (hasher, resources) = (&self.id_hasher, &self.graph.resources);
+        self.by_id.insert_unique(hash, index, |&i| id_text_hash(hasher, &resources[i].id, &mut String::new()));
+        self.resource_of[instance as usize] = u32::try_from(index).expect("fewer resources than instances");
         self.instance_of.push(instance);
         self.graph.resources.push(resource);
         self.graph.files.extend(files);
@@ -377,8 +417,8 @@ impl<'m> Exporter<'m> {
             let Read::Value(Value::List(members)) = model.read(set, "resources") else { continue };
             for member in members.iter() {
                 let Value::Instance(i) = member else { continue };
-                match self.resource_of.get(i) {
-                    Some(&r) => {
+                match self.resource_of(*i) {
+                    Some(r) => {
                         let id = self.graph.resources[r].id.to_string();
                         if let Some(previous) = set_of.get(&r).filter(|p| **p != name) {
                             return Err(error_at(
@@ -419,7 +459,7 @@ impl<'m> Exporter<'m> {
                     .collect(),
                 _ => Vec::new(),
             };
-            let requires: Vec<usize> = initial.iter().filter_map(|i| self.resource_of.get(i).copied()).collect();
+            let requires: Vec<usize> = initial.iter().filter_map(|&i| self.resource_of(i)).collect();
             if requires.is_empty() {
                 let dropped: Vec<u32> = initial.into_iter().filter(|i| !ignored.contains(i)).collect();
                 if !dropped.is_empty() {
