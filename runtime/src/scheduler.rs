@@ -202,7 +202,7 @@ fn final_checks(machine: &mut Machine) -> Result<(), Vec<EvalError>> {
                     "The object {display} is not complete: attribute {} ({attr_location}) requires {} values but only {} are set",
                     program.name(name),
                     r.lower,
-                    machine.cells[cell as usize].items().len()
+                    machine.items(cell).len()
                 ),
                 _ => format!(
                     "The object {display} is not complete: attribute {} ({attr_location}) is not set",

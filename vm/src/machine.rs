@@ -229,8 +229,8 @@ pub struct Cell {
     /// The value's payload; its tag is in `location`'s high bits (see [`PackedValue`]).
     value: PackedValue,
     /// What only delayed cells (lists, options) need, out of line to keep the common cell
-    /// small.
-    ext: Option<Box<CellExt>>,
+    /// small: one more than its index in the machine's `exts` table, 0 for none.
+    ext: u32,
     /// Attribute cells: the owning instance. Proxies: the target cell once connected. `NONE`
     /// where absent.
     link: u32,
@@ -256,22 +256,25 @@ const MAX_PACKED_INDEX: u32 = (1 << 24) - 1;
 pub(crate) const MAX_ENTITIES: usize = (MAX_PACKED_INDEX - PackedType::FIRST_ENTITY + 1) as usize;
 pub(crate) const MAX_ATTRIBUTES: usize = MAX_PACKED_INDEX as usize + 1;
 
-// A cell is 40 bytes on 64-bit targets: a million-instance model has sixteen million of them.
-// Growing it is a decision, not an accident.
-#[cfg(target_pointer_width = "64")]
-const _: () = assert!(std::mem::size_of::<Cell>() == 40);
+// A cell is 36 bytes: a million-instance model has sixteen million of them. Growing it is a
+// decision, not an accident.
+const _: () = assert!(std::mem::size_of::<Cell>() == 36);
 
 /// A cell's value without the enum's tag word: the payload of a [`Value`] in sixteen bytes,
 /// with the tag kept in four spare bits of the cell's `location` word. A `Value` is 24 bytes
 /// because its largest variants (a string, a list) are a pointer and a length and the tag
-/// needs a word of its own; splitting the tag off makes a cell 40 bytes instead of 48, which
-/// is 130 MB less on a million-instance model.
+/// needs a word of its own; splitting the tag off made a cell 40 bytes instead of 48, 130 MB
+/// less on a million-instance model, and four-byte words (with the extension an index instead
+/// of a pointer) make it 36.
 ///
 /// Owning: a slot whose tag is not `TAG_EMPTY` owns the shared allocation its payload points
 /// to (one count of the `Arc`), exactly as the `Value` it was made of did. [`Cell`] releases it
 /// on drop and when the value is replaced.
+///
+/// Stored as four 32-bit words, so that the cell's alignment is four bytes and a cell is 36
+/// bytes rather than 40 (see [`Cell`]); the two 64-bit halves are put together when read.
 #[derive(Clone, Copy)]
-struct PackedValue([u64; 2]);
+struct PackedValue([u32; 4]);
 
 const TAG_EMPTY: u32 = 0;
 const TAG_NULL: u32 = 1;
@@ -287,32 +290,45 @@ const TAG_UNKNOWN: u32 = 10;
 const TAG_REFERENCE: u32 = 11;
 
 impl PackedValue {
-    const EMPTY: PackedValue = PackedValue([0, 0]);
+    const EMPTY: PackedValue = PackedValue([0; 4]);
+
+    /// A payload of two 64-bit words.
+    #[inline]
+    fn from_words(a: u64, b: u64) -> PackedValue {
+        PackedValue([a as u32, (a >> 32) as u32, b as u32, (b >> 32) as u32])
+    }
+
+    /// The payload's two 64-bit words.
+    #[inline]
+    fn words(self) -> [u64; 2] {
+        let [a0, a1, b0, b1] = self.0;
+        [u64::from(a0) | u64::from(a1) << 32, u64::from(b0) | u64::from(b1) << 32]
+    }
 
     /// Takes a value apart: its tag and its payload, which now owns what the value owned.
     fn pack(value: Value) -> (u32, PackedValue) {
         let pointer = |p: *const u8| p as usize as u64;
         match value {
             Value::Null => (TAG_NULL, Self::EMPTY),
-            Value::Bool(b) => (TAG_BOOL, PackedValue([b as u64, 0])),
-            Value::Int(i) => (TAG_INT, PackedValue([i as u64, 0])),
-            Value::BigInt(i) => (TAG_BIGINT, PackedValue([pointer(Arc::into_raw(i).cast()), 0])),
-            Value::Float(f) => (TAG_FLOAT, PackedValue([f.to_bits(), 0])),
+            Value::Bool(b) => (TAG_BOOL, PackedValue::from_words(b as u64, 0)),
+            Value::Int(i) => (TAG_INT, PackedValue::from_words(i as u64, 0)),
+            Value::BigInt(i) => (TAG_BIGINT, PackedValue::from_words(pointer(Arc::into_raw(i).cast()), 0)),
+            Value::Float(f) => (TAG_FLOAT, PackedValue::from_words(f.to_bits(), 0)),
             Value::Str(s) => {
                 let len = s.len() as u64;
-                (TAG_STR, PackedValue([pointer(Arc::into_raw(s).cast()), len]))
+                (TAG_STR, PackedValue::from_words(pointer(Arc::into_raw(s).cast()), len))
             }
             Value::List(items) => {
                 let len = items.len() as u64;
-                (TAG_LIST, PackedValue([pointer(Arc::into_raw(items).cast()), len]))
+                (TAG_LIST, PackedValue::from_words(pointer(Arc::into_raw(items).cast()), len))
             }
             Value::Dict(entries) => {
                 let len = entries.len() as u64;
-                (TAG_DICT, PackedValue([pointer(Arc::into_raw(entries).cast()), len]))
+                (TAG_DICT, PackedValue::from_words(pointer(Arc::into_raw(entries).cast()), len))
             }
-            Value::Instance(i) => (TAG_INSTANCE, PackedValue([u64::from(i), 0])),
+            Value::Instance(i) => (TAG_INSTANCE, PackedValue::from_words(u64::from(i), 0)),
             Value::Unknown => (TAG_UNKNOWN, Self::EMPTY),
-            Value::Reference(r) => (TAG_REFERENCE, PackedValue([pointer(Arc::into_raw(r).cast()), 0])),
+            Value::Reference(r) => (TAG_REFERENCE, PackedValue::from_words(pointer(Arc::into_raw(r).cast()), 0)),
         }
     }
 
@@ -323,7 +339,7 @@ impl PackedValue {
     /// the result takes over what the payload owns: the caller either gives up the payload
     /// (takes the value out) or never drops the result (see [`ValueRef`]).
     unsafe fn unpack(tag: u32, payload: PackedValue) -> Value {
-        let [a, b] = payload.0;
+        let [a, b] = payload.words();
         let address = a as usize;
         // SAFETY: every `from_raw` below rebuilds an `Arc` from `address` (and `b`, the length
         // of the slice or string), which `pack` made with `Arc::into_raw` of an `Arc` of this
@@ -470,8 +486,8 @@ pub struct CellExt {
     waiting: u32,
 }
 
-// A cell's extension is 64 bytes on 64-bit targets, an allocator size class: a third of the
-// cells of a model with many relations have one.
+// A cell's extension is 64 bytes on 64-bit targets: one in twenty cells of the 93k-instance
+// benchmark has one (list relations that were filled, listened to or waited on).
 #[cfg(target_pointer_width = "64")]
 const _: () = assert!(std::mem::size_of::<CellExt>() == 64);
 
@@ -497,9 +513,9 @@ impl Cell {
     fn new(kind: CellKind) -> Self {
         Cell {
             value: PackedValue::EMPTY,
-            // Made when first needed (`Cell::xm`): a list that is never filled, listened to,
-            // promised or waited on (a relation nobody sets) reads as empty without one.
-            ext: None,
+            // Made when first needed (`Machine::xm`): a list that is never filled, listened
+            // to, promised or waited on (a relation nobody sets) reads as empty without one.
+            ext: 0,
             link: NONE,
             location: Self::NO_LOCATION,
             waiters: WaitList::EMPTY,
@@ -640,19 +656,6 @@ impl Cell {
         debug_assert!(self.owner().is_none(), "an attribute cell's type is its attribute's");
         debug_assert!(ty.0 <= Self::INDEX_MASK, "the verifier bounds entity indices");
         self.set_index(ty.0);
-    }
-
-    fn x(&self) -> &CellExt {
-        self.ext.as_deref().unwrap_or(&EMPTY_EXT)
-    }
-
-    fn xm(&mut self) -> &mut CellExt {
-        self.ext.get_or_insert_with(Default::default)
-    }
-
-    /// The elements of a list cell.
-    pub fn items(&self) -> &[Value] {
-        &self.x().items
     }
 
     /// A relation end that takes elements gradually (`[0:1]` or multi-valued).
@@ -1122,6 +1125,8 @@ pub struct Machine {
     /// Never replaced after construction: [`Shared`] relies on it.
     code: Arc<Code>,
     pub cells: Table<Cell>,
+    /// The extensions of the cells that have one (`Cell::ext`).
+    exts: Table<CellExt>,
     /// Task slots; a finished task's slot is reused (`free_waiter`), so the table holds the
     /// peak number of live tasks, not every task ever spawned.
     pub waiters: Table<Waiter>,
@@ -1244,6 +1249,7 @@ impl Machine {
             program,
             code,
             cells: Table::new(),
+            exts: Table::new(),
             waiters: Table::new(),
             free_waiter: NONE,
             wait_nodes: WaitNodes::default(),
@@ -1284,6 +1290,7 @@ impl Machine {
     pub fn prefault_jobs(&mut self) -> Vec<Box<dyn FnOnce() + Send>> {
         vec![
             self.cells.prefault_job(),
+            self.exts.prefault_job(),
             self.waiters.prefault_job(),
             self.scopes.prefault_job(),
             self.instances.prefault_job(),
@@ -1331,7 +1338,7 @@ impl Machine {
             "{} cells ({} B each; {} with an extension of {} B), {} task slots ({} B each) for {} tasks, {} scopes, {} collectors",
             self.cells.len(),
             std::mem::size_of::<Cell>(),
-            self.cells.iter().filter(|c| c.ext.is_some()).count(),
+            self.exts.len(),
             std::mem::size_of::<CellExt>(),
             self.waiters.len(),
             std::mem::size_of::<Waiter>(),
@@ -1419,10 +1426,34 @@ impl Machine {
         c.has_value()
     }
 
+    /// A cell's extension, or an empty one for a cell without.
+    #[inline]
+    fn x(&self, cell: CellId) -> &CellExt {
+        match self.cells[cell as usize].ext {
+            0 => &EMPTY_EXT,
+            ext => &self.exts[ext as usize - 1],
+        }
+    }
+
+    /// A cell's extension, made when first needed.
+    #[inline]
+    fn xm(&mut self, cell: CellId) -> &mut CellExt {
+        let c = &mut self.cells[cell as usize];
+        if c.ext == 0 {
+            c.ext = self.exts.push(CellExt::default()) as u32 + 1;
+        }
+        &mut self.exts[c.ext as usize - 1]
+    }
+
+    /// The elements of a list cell.
+    pub fn items(&self, cell: CellId) -> &[Value] {
+        &self.x(cell).items
+    }
+
     /// Promises acquired on a delayed cell and not yet fulfilled.
     pub fn outstanding_providers(&self, cell: CellId) -> i64 {
         let c = &self.cells[cell as usize];
-        if c.tracks_promises() { c.x().outstanding as i64 } else { 0 }
+        if c.tracks_promises() { self.x(cell).outstanding as i64 } else { 0 }
     }
 
     fn relation_bounds(&self, cell: CellId) -> Option<(i64, Option<i64>)> {
@@ -1438,7 +1469,7 @@ impl Machine {
         match c.kind() {
             CellKind::List => {
                 let low = self.relation_bounds(cell).map(|b| b.0).unwrap_or(0);
-                c.x().items.len() as i64 >= low && self.outstanding_providers(cell) == 0
+                self.x(cell).items.len() as i64 >= low && self.outstanding_providers(cell) == 0
             }
             CellKind::Option | CellKind::ListLiteral => self.outstanding_providers(cell) == 0,
             _ => c.has_value(),
@@ -1453,7 +1484,8 @@ impl Machine {
     pub fn progress_potential(&self, cell: CellId) -> i64 {
         let c = &self.cells[cell as usize];
         debug_assert!(c.is_delayed(), "only delayed cells count their waiters");
-        c.x().waiting as i64 - c.x().nb_gradual_waiters
+        let x = self.x(cell);
+        x.waiting as i64 - x.nb_gradual_waiters
     }
 
     pub fn is_relation(&self, cell: CellId) -> bool {
@@ -1482,8 +1514,8 @@ impl Machine {
         c.set_queued(true);
         c.set_has_value(true);
         c.set_tracks_promises(false);
-        if let Some(e) = c.ext.as_mut() {
-            e.listeners = None;
+        if c.ext != 0 {
+            self.exts[c.ext as usize - 1].listeners = None;
         }
         let mut waiters = self.take_waiters(cell);
         while let Some(w) = self.wait_nodes.pop(&mut waiters) {
@@ -1496,15 +1528,15 @@ impl Machine {
         let c = &mut self.cells[cell as usize];
         self.wait_nodes.push(&mut c.waiters, waiter);
         if c.is_delayed() {
-            c.xm().waiting += 1;
+            self.xm(cell).waiting += 1;
         }
     }
 
     /// Detaches a cell's waiter list, to be released with `WaitNodes::pop`.
     fn take_waiters(&mut self, cell: CellId) -> WaitList {
         let c = &mut self.cells[cell as usize];
-        if let Some(x) = c.ext.as_mut() {
-            x.waiting = 0;
+        if c.ext != 0 {
+            self.exts[c.ext as usize - 1].waiting = 0;
         }
         std::mem::replace(&mut c.waiters, WaitList::EMPTY)
     }
@@ -1514,7 +1546,7 @@ impl Machine {
         if !c.tracks_promises() {
             return None;
         }
-        c.xm().outstanding += 1;
+        self.xm(cell).outstanding += 1;
         let id = self.promises.len() as PromiseId;
         self.promises.push(Promise { owner: cell, done: false });
         Some(id)
@@ -1532,7 +1564,7 @@ impl Machine {
         if !c.tracks_promises() {
             return;
         }
-        c.xm().outstanding -= 1;
+        self.xm(cell).outstanding -= 1;
         if self.can_get(cell) {
             self.queue(cell);
         }
@@ -1693,7 +1725,7 @@ impl Machine {
                 // address the payload holds.
                 let c = &self.cells[cell as usize];
                 if matches!(c.tag(), TAG_STR | TAG_LIST | TAG_DICT) {
-                    prefetch(c.value.0[0] as usize as *const u8);
+                    prefetch(c.value.words()[0] as usize as *const u8);
                 }
             }
         }
@@ -1729,7 +1761,7 @@ impl Machine {
                 if !c.has_value() {
                     return Err(EvalError::unset(cell));
                 }
-                Ok(Value::List(Arc::from(&c.x().items[..])))
+                Ok(Value::List(Arc::from(&self.x(cell).items[..])))
             }
             CellKind::Option => {
                 let c = &self.cells[cell as usize];
@@ -1768,7 +1800,7 @@ impl Machine {
     pub fn peek(&self, cell: CellId) -> Option<Value> {
         let c = &self.cells[cell as usize];
         match c.kind() {
-            CellKind::List | CellKind::ListLiteral => Some(Value::List(Arc::from(&c.x().items[..]))),
+            CellKind::List | CellKind::ListLiteral => Some(Value::List(Arc::from(&self.x(cell).items[..]))),
             CellKind::Proxy => c.target().and_then(|t| self.peek(t)),
             _ => c.value_cloned(),
         }
@@ -1781,14 +1813,13 @@ impl Machine {
         let kind = self.cells[cell as usize].kind();
         match kind {
             CellKind::List | CellKind::ListLiteral => {
-                let items = self.cells[cell as usize].x().items.clone();
+                let items = self.x(cell).items.clone();
                 for v in items {
                     self.receive(collector, v, location)?;
                 }
                 let pure = self.collectors[collector as usize].pure_gradual();
-                let c = &mut self.cells[cell as usize];
-                if !c.has_value() {
-                    let x = c.xm();
+                if !self.cells[cell as usize].has_value() {
+                    let x = self.xm(cell);
                     let listeners = x.listeners.get_or_insert_with(Vec::new);
                     if listeners.contains(&collector) {
                         x.nb_gradual_waiters += 1;
@@ -1887,12 +1918,12 @@ impl Machine {
     }
 
     fn notify_listeners(&mut self, cell: CellId, value: &Value, location: Location) -> R<()> {
-        let Some(listeners) = self.cells[cell as usize].x().listeners.clone() else { return Ok(()) };
+        let Some(listeners) = self.x(cell).listeners.clone() else { return Ok(()) };
         for collector in listeners {
             let done = self.receive(collector, value.clone(), location)?;
             if done {
                 let pure = self.collectors[collector as usize].pure_gradual();
-                let x = self.cells[cell as usize].xm();
+                let x = self.xm(cell);
                 if let Some(ls) = x.listeners.as_mut() {
                     ls.retain(|&c| c != collector);
                     if !pure {
@@ -2028,10 +2059,10 @@ impl Machine {
             }
             CellKind::List | CellKind::ListLiteral => {
                 if kind == CellKind::List && matches!(value, Value::Null) {
-                    if !self.cells[cell as usize].x().items.is_empty() {
+                    if !self.x(cell).items.is_empty() {
                         let (inst, attr) = self.cells[cell as usize].owner().expect("relation");
                         let values: Vec<String> =
-                            self.cells[cell as usize].x().items.clone().iter().map(|v| self.display_value(v)).collect();
+                            self.x(cell).items.clone().iter().map(|v| self.display_value(v)).collect();
                         return Err(rt(format!(
                             "Trying to set relation attribute `{}` of instance `{}` to null but it has values `{}` assigned already",
                             self.program.name(self.program.attribute(attr).name),
@@ -2078,14 +2109,14 @@ impl Machine {
                     }
                     return Ok(());
                 }
-                self.cells[cell as usize].xm().items.push(value.clone());
+                self.xm(cell).items.push(value.clone());
                 self.notify_listeners(cell, &value, location)?;
                 if kind == CellKind::List {
                     if recur {
                         self.set_inverse(cell, &value, location)?;
                     }
                     if let Some((_, Some(high))) = self.relation_bounds(cell)
-                        && self.cells[cell as usize].x().items.len() as i64 >= high
+                        && self.x(cell).items.len() as i64 >= high
                     {
                         self.freeze(cell);
                     }
@@ -2099,13 +2130,13 @@ impl Machine {
     }
 
     fn contains_item(&self, cell: CellId, v: &Value) -> bool {
-        self.cells[cell as usize].x().items.iter().any(|x| x.py_eq(v))
+        self.x(cell).items.iter().any(|x| x.py_eq(v))
     }
 
     fn list_frozen_error(&self, cell: CellId, value: &Value, location: Location) -> EvalError {
         if let Some((inst, attr)) = self.cells[cell as usize].owner()
             && let Some((_, Some(high))) = self.relation_bounds(cell)
-            && self.cells[cell as usize].x().items.len() as i64 == high
+            && self.x(cell).items.len() as i64 == high
         {
             return rt(format!(
                 "Exceeded relation arity on attribute '{}' of instance '{}'",
