@@ -563,6 +563,9 @@ fn export(args: &ExportArgs) -> Result<ExitCode> {
     } else {
         write_atomically_with(&args.output, write)?;
     }
+    // As with the model (`discard`): freeing every field of every resource one by one only
+    // delays the exit, which releases them at once (80M instructions for 46k resources).
+    std::mem::forget(graph);
     Ok(ExitCode::SUCCESS)
 }
 

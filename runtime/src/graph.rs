@@ -32,7 +32,39 @@ pub struct ResourceId {
 impl ResourceId {
     /// The id with the version suffix, as in the `id` field of the export JSON.
     pub fn with_version(&self, version: u64) -> String {
-        format!("{self},v={version}")
+        let version = version.to_string();
+        let mut text = String::with_capacity(self.text_len() + 3 + version.len());
+        self.write_text(&mut text);
+        text.push_str(",v=");
+        text.push_str(&version);
+        text
+    }
+
+    /// The id as text, `type[agent,attribute=value]`: what `Display` writes, in a string of
+    /// the right size built without the formatting machinery. The export makes the text of an
+    /// id several times per resource (its own id, its requirements', its references'
+    /// owner), and `format!` took about 1,300 instructions for each.
+    pub fn text(&self) -> String {
+        let mut text = String::with_capacity(self.text_len());
+        self.write_text(&mut text);
+        text
+    }
+
+    /// Appends the id's text to `out`.
+    pub fn write_text(&self, out: &mut String) {
+        out.reserve(self.text_len());
+        out.push_str(&self.entity_type);
+        out.push('[');
+        out.push_str(&self.agent);
+        out.push(',');
+        out.push_str(&self.attribute);
+        out.push('=');
+        out.push_str(&self.value);
+        out.push(']');
+    }
+
+    fn text_len(&self) -> usize {
+        self.entity_type.len() + self.agent.len() + self.attribute.len() + self.value.len() + 4
     }
 
     /// Parses `type[agent,attr=value]` with an optional `,v=N` suffix, as the reference's
@@ -72,8 +104,7 @@ struct ResourceView<'a> {
 impl serde::Serialize for ResourceView<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
-        let requires: Vec<String> =
-            self.resource.requires.iter().map(|&i| self.graph.resources[i].id.to_string()).collect();
+        let requires: Vec<String> = self.resource.requires.iter().map(|&i| self.graph.resources[i].id.text()).collect();
         let id = self.resource.id.with_version(self.graph.version);
         let fields = self.resource.fields.0.iter().filter(|(name, _)| name != "requires" && name != "id");
         let mut map = serializer.serialize_map(Some(self.resource.fields.0.len() + 2))?;
@@ -102,7 +133,14 @@ impl serde::Serialize for ResourceView<'_> {
 
 impl fmt::Display for ResourceId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}[{},{}={}]", self.entity_type, self.agent, self.attribute, self.value)
+        f.write_str(&self.entity_type)?;
+        f.write_str("[")?;
+        f.write_str(&self.agent)?;
+        f.write_str(",")?;
+        f.write_str(&self.attribute)?;
+        f.write_str("=")?;
+        f.write_str(&self.value)?;
+        f.write_str("]")
     }
 }
 
@@ -334,6 +372,9 @@ mod tests {
         assert_eq!(id.attribute, "path");
         assert_eq!(id.value, "/etc/a=b");
         assert_eq!(id.with_version(3), "fs::File[web-1,path=/etc/a=b],v=3");
+        assert_eq!(id.with_version(0), "fs::File[web-1,path=/etc/a=b],v=0");
+        assert_eq!(id.text(), "fs::File[web-1,path=/etc/a=b]");
+        assert_eq!(id.text(), id.to_string());
         assert_eq!(ResourceId::parse("no brackets"), None);
     }
 

@@ -183,7 +183,7 @@ pub(super) fn run(graph: &ResourceGraph, options: &ApplyOptions) -> Vec<Resource
         .zip(&plan.members)
         .map(|(report, &index)| {
             report.into_inner().unwrap_or_else(|| ResourceReport {
-                id: graph.resources[index].id.to_string(),
+                id: graph.resources[index].id.text(),
                 status: Status::Failed,
                 changes: Vec::new(),
                 message: Some("never started: the resource is on a dependency cycle or requires one".to_string()),
@@ -236,7 +236,7 @@ impl<'g> Run<'g> {
         let index = self.plan.members[slot];
         let resource = &self.graph.resources[index];
         let not_deployed = |status: Status, message: String| ResourceReport {
-            id: resource.id.to_string(),
+            id: resource.id.text(),
             status,
             changes: Vec::new(),
             message: Some(message),

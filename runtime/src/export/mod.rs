@@ -254,10 +254,9 @@ const NO_RESOURCE: u32 = u32::MAX;
 /// hash for the same bytes written in different pieces, and ids of the same text may format
 /// in different pieces.
 fn id_text_hash(hasher: &hashbrown::DefaultHashBuilder, id: &crate::graph::ResourceId, text: &mut String) -> u64 {
-    use std::fmt::Write;
     use std::hash::BuildHasher;
     text.clear();
-    write!(text, "{id}").expect("formatting into a string does not fail");
+    id.write_text(text);
     hasher.hash_one(text.as_str())
 }
 
@@ -338,7 +337,7 @@ impl<'m> Exporter<'m> {
             Err(IdFailure::Error(kind, message)) => return Err(Stop::Error(error_at(kind, message, location))),
             Err(IdFailure::Wait(never)) => match never {},
         };
-        let mut collector = values::ReferenceCollector::new(id.to_string());
+        let mut collector = values::ReferenceCollector::new(id.text());
         let mut fields: Vec<(std::borrow::Cow<'static, str>, serde_json::Value)> = Vec::with_capacity(ty.fields.len());
         let mut undefined = false;
         let mut files = Vec::new();
@@ -385,7 +384,7 @@ impl<'m> Exporter<'m> {
         // Ids of the same text hash the same; different texts of the same hash are compared.
         let same_text = |&i: &usize| {
             let other = &resources[i].id;
-            other == &resource.id || other.to_string() == self.id_text
+            other == &resource.id || other.text() == self.id_text
         };
         if self.by_id.find(hash, same_text).is_some() {
             return Err(error_at(
