@@ -181,6 +181,14 @@ impl Fields {
         Fields(kept)
     }
 
+    /// Fields made in a fixed order, put in name order by `order`: the positions of the fields
+    /// sorted by name, with only the last of each name (as `from_unsorted` would keep them).
+    /// The caller works `order` out once for every list made the same way.
+    pub fn from_order(fields: Vec<(Cow<'static, str>, Json)>, order: &[usize]) -> Fields {
+        let mut fields: Vec<Option<(Cow<'static, str>, Json)>> = fields.into_iter().map(Some).collect();
+        Fields(order.iter().map(|&i| fields[i].take().expect("each position is in the order once")).collect())
+    }
+
     /// Sets a field, replacing the value it had.
     pub fn insert(&mut self, name: impl Into<Cow<'static, str>>, value: Json) {
         let name = name.into();

@@ -281,7 +281,9 @@ impl<'m> Exporter<'m> {
         let registered = registrations(self.modules, |name| program.entity_by_name(name).is_some());
         // What to map, in export order: the instances of each registered type, up to the first
         // type weft cannot export (an error once it is reached).
-        let mut work: Vec<(&ResourceType, u32)> = Vec::new();
+        let mut work: Vec<(&ResourceType, usize, u32)> = Vec::new();
+        // Per registered type, where each field map_resource makes goes in name order.
+        let mut orders: Vec<Vec<usize>> = Vec::new();
         let mut unsupported = None;
         for registration in &registered {
             let Some(entity) = program.entity_by_name(&registration.name) else { continue };
@@ -294,19 +296,23 @@ impl<'m> Exporter<'m> {
                 }
                 continue;
             };
-            work.extend(instances.into_iter().map(|instance| (ty, instance)));
+            let order = orders.len();
+            orders.push(field_order(ty));
+            work.extend(instances.into_iter().map(|instance| (ty, order, instance)));
         }
         // Mapping a resource reads the model and nothing else, so the resources are mapped in
         // parallel on rayon's pool. The outcome is then taken in export order, so the first
         // error is the one a resource-by-resource export meets, whatever the threads.
-        let mapped: Vec<Result<Mapping, Stop>> =
-            work.par_iter().map(|&(ty, instance)| Self::map_resource(model, ty, instance)).collect();
+        let mapped: Vec<Result<Mapping, Stop>> = work
+            .par_iter()
+            .map(|&(ty, order, instance)| Self::map_resource(model, ty, &orders[order], instance))
+            .collect();
         // Sized once: grown by doubling, the vectors would hold the old and the new buffer
         // at once, next to every mapped resource.
         self.graph.resources.reserve_exact(mapped.len());
         self.instance_of.reserve_exact(mapped.len());
         let mut ignored = HashSet::new();
-        for (&(_, instance), mapping) in work.iter().zip(mapped) {
+        for (&(_, _, instance), mapping) in work.iter().zip(mapped) {
             match mapping {
                 Ok(resource) => self.add(resource, instance)?,
                 Err(Stop::Ignore) => {
@@ -328,8 +334,9 @@ impl<'m> Exporter<'m> {
         self.check_cycles()
     }
 
-    /// Builds one resource: its id, then every field. Reads the model and nothing else.
-    fn map_resource(model: &Model, ty: &ResourceType, instance: u32) -> Result<Mapping, Stop> {
+    /// Builds one resource: its id, then every field, evaluated in the type's order and kept
+    /// in name order (`order`, from [`field_order`]). Reads the model and nothing else.
+    fn map_resource(model: &Model, ty: &ResourceType, order: &[usize], instance: u32) -> Result<Mapping, Stop> {
         let location = model.location_of(instance);
         let id = match resource_id(ty, instance, &mut ModelAttributes(model)) {
             Ok(id) => id,
@@ -369,7 +376,7 @@ impl<'m> Exporter<'m> {
         let (references, mutators) = collector.finish();
         fields.push(("references".into(), serde_json::Value::Array(references)));
         fields.push(("mutators".into(), serde_json::Value::Array(mutators)));
-        let fields = crate::graph::Fields::from_unsorted(fields);
+        let fields = crate::graph::Fields::from_order(fields, order);
         Ok((Resource { id, fields, requires: Vec::new(), undefined }, files))
     }
 
@@ -536,6 +543,36 @@ impl<'m> Exporter<'m> {
 
 /// A registered type without a native export; `source` is the registering Python file as
 /// [`Modules::source_display`] names it.
+/// The names of the fields `map_resource` makes for a type, in the order it makes them: the
+/// type's fields except the two it collects while mapping the others, then those two.
+fn mapped_field_names(ty: &ResourceType) -> Vec<&'static str> {
+    ty.fields
+        .iter()
+        .filter(|(_, getter)| !matches!(getter, Getter::References | Getter::Mutators))
+        .map(|&(name, _)| name)
+        .chain(["references", "mutators"])
+        .collect()
+}
+
+/// Where each field of a type goes in name order: the positions, in the list `map_resource`
+/// makes, of the fields in the order of their names, a later field of a name replacing an
+/// earlier one (as [`crate::graph::Fields::from_unsorted`] does). Worked out once per type
+/// instead of sorting every resource's fields.
+fn field_order(ty: &ResourceType) -> Vec<usize> {
+    let names = mapped_field_names(ty);
+    let mut order: Vec<usize> = (0..names.len()).collect();
+    // Stable: positions of one name stay in the order made, and the last one is kept.
+    order.sort_by(|&a, &b| names[a].cmp(names[b]));
+    let mut kept: Vec<usize> = Vec::with_capacity(order.len());
+    for position in order {
+        match kept.last_mut() {
+            Some(last) if names[*last] == names[position] => *last = position,
+            _ => kept.push(position),
+        }
+    }
+    kept
+}
+
 fn unsupported_type(registration: &Registration, source: &str, location: Option<Location>) -> Diagnostic {
     let diagnostic = Diagnostic::error(
         ErrorKind::CompilerException,
@@ -556,4 +593,43 @@ fn unsupported_type(registration: &Registration, source: &str, location: Option<
 /// Whether a file is a Python source (`.py`).
 fn is_python_source(path: &Path) -> bool {
     path.extension().is_some_and(|e| e == "py")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::Fields;
+
+    /// For every native type, putting the fields in name order by the type's worked-out
+    /// order gives the fields sorted one resource at a time.
+    #[test]
+    fn field_order_sorts_as_each_resource_would() {
+        for name in types::native_names() {
+            let ty = types::native(name).expect("a native type");
+            let made: Vec<(std::borrow::Cow<'static, str>, serde_json::Value)> = mapped_field_names(ty)
+                .into_iter()
+                .enumerate()
+                .map(|(i, field)| (field.into(), serde_json::Value::from(i)))
+                .collect();
+            assert_eq!(Fields::from_order(made.clone(), &field_order(ty)), Fields::from_unsorted(made), "{name}");
+        }
+        // A type with a repeated name, and a field named like one of the two added at the end.
+        let repeated = ResourceType {
+            name: "test::Repeated",
+            agent: "agent",
+            id_attribute: "b",
+            fields: &[("b", Getter::Attr), ("a", Getter::Attr), ("b", Getter::Attr), ("references", Getter::Attr)],
+        };
+        let made: Vec<(std::borrow::Cow<'static, str>, serde_json::Value)> = mapped_field_names(&repeated)
+            .into_iter()
+            .enumerate()
+            .map(|(i, field)| (field.into(), serde_json::Value::from(i)))
+            .collect();
+        assert_eq!(made.len(), 6);
+        let ordered = Fields::from_order(made.clone(), &field_order(&repeated));
+        assert_eq!(ordered, Fields::from_unsorted(made));
+        assert_eq!(ordered.iter().map(|(n, _)| n).collect::<Vec<_>>(), ["a", "b", "mutators", "references"]);
+        assert_eq!(ordered.get("b"), Some(&serde_json::Value::from(2)));
+        assert_eq!(ordered.get("references"), Some(&serde_json::Value::from(4)));
+    }
 }
