@@ -1435,6 +1435,15 @@ impl Machine {
         }
     }
 
+    /// A cell's extension if it has one, to change without making one.
+    #[inline]
+    fn existing_xm(&mut self, cell: CellId) -> Option<&mut CellExt> {
+        match self.cells[cell as usize].ext {
+            0 => None,
+            ext => Some(&mut self.exts[ext as usize - 1]),
+        }
+    }
+
     /// A cell's extension, made when first needed.
     #[inline]
     fn xm(&mut self, cell: CellId) -> &mut CellExt {
@@ -1514,8 +1523,8 @@ impl Machine {
         c.set_queued(true);
         c.set_has_value(true);
         c.set_tracks_promises(false);
-        if c.ext != 0 {
-            self.exts[c.ext as usize - 1].listeners = None;
+        if let Some(x) = self.existing_xm(cell) {
+            x.listeners = None;
         }
         let mut waiters = self.take_waiters(cell);
         while let Some(w) = self.wait_nodes.pop(&mut waiters) {
@@ -1532,13 +1541,14 @@ impl Machine {
         }
     }
 
-    /// Detaches a cell's waiter list, to be released with `WaitNodes::pop`.
+    /// Detaches a cell's waiter list, to be released with `WaitNodes::pop`. Inlined: it runs
+    /// for every value set, and as a call it cost half a percent of the evaluation.
+    #[inline(always)]
     fn take_waiters(&mut self, cell: CellId) -> WaitList {
-        let c = &mut self.cells[cell as usize];
-        if c.ext != 0 {
-            self.exts[c.ext as usize - 1].waiting = 0;
+        if let Some(x) = self.existing_xm(cell) {
+            x.waiting = 0;
         }
-        std::mem::replace(&mut c.waiters, WaitList::EMPTY)
+        std::mem::replace(&mut self.cells[cell as usize].waiters, WaitList::EMPTY)
     }
 
     fn get_promise(&mut self, cell: CellId) -> Option<PromiseId> {
