@@ -53,14 +53,19 @@ impl ResourceId {
     /// Appends the id's text to `out`.
     pub fn write_text(&self, out: &mut String) {
         out.reserve(self.text_len());
-        out.push_str(&self.entity_type);
-        out.push('[');
-        out.push_str(&self.agent);
-        out.push(',');
-        out.push_str(&self.attribute);
-        out.push('=');
-        out.push_str(&self.value);
-        out.push(']');
+        self.write_pieces(out).expect("writing to a string does not fail");
+    }
+
+    /// Writes the id's text piece by piece: for `write_text` and `Display` alike.
+    fn write_pieces(&self, out: &mut impl fmt::Write) -> fmt::Result {
+        out.write_str(&self.entity_type)?;
+        out.write_char('[')?;
+        out.write_str(&self.agent)?;
+        out.write_char(',')?;
+        out.write_str(&self.attribute)?;
+        out.write_char('=')?;
+        out.write_str(&self.value)?;
+        out.write_char(']')
     }
 
     fn text_len(&self) -> usize {
@@ -133,14 +138,7 @@ impl serde::Serialize for ResourceView<'_> {
 
 impl fmt::Display for ResourceId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.entity_type)?;
-        f.write_str("[")?;
-        f.write_str(&self.agent)?;
-        f.write_str(",")?;
-        f.write_str(&self.attribute)?;
-        f.write_str("=")?;
-        f.write_str(&self.value)?;
-        f.write_str("]")
+        self.write_pieces(f)
     }
 }
 
@@ -165,25 +163,26 @@ impl Fields {
         self.position(name).ok().map(|i| &self.0[i].1)
     }
 
-    /// Fields given in any order, as if inserted one by one in that order (a later field of a
-    /// name replaces an earlier one): sorted once, where inserting each in place costs a
-    /// search and a shift of the fields after it.
-    pub fn from_unsorted(mut fields: Vec<(Cow<'static, str>, Json)>) -> Fields {
-        // Stable: fields of one name stay in the order given, and the last one is kept.
-        fields.sort_by(|(a, _), (b, _)| a.as_ref().cmp(b.as_ref()));
-        let mut kept: Vec<(Cow<'static, str>, Json)> = Vec::with_capacity(fields.len());
-        for field in fields {
+    /// Where fields of these names, given in this order, go in name order: their positions
+    /// sorted by name, with only the last position of a repeated name, which is what
+    /// inserting them one by one keeps. Worked out once for every list of fields made the
+    /// same way (a resource type's), instead of sorting each list.
+    pub fn name_order(names: &[&str]) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..names.len()).collect();
+        // Stable: positions of one name stay in the order given, and the last one is kept.
+        order.sort_by(|&a, &b| names[a].cmp(names[b]));
+        let mut kept: Vec<usize> = Vec::with_capacity(order.len());
+        for position in order {
             match kept.last_mut() {
-                Some(last) if last.0 == field.0 => *last = field,
-                _ => kept.push(field),
+                Some(last) if names[*last] == names[position] => *last = position,
+                _ => kept.push(position),
             }
         }
-        Fields(kept)
+        kept
     }
 
-    /// Fields made in a fixed order, put in name order by `order`: the positions of the fields
-    /// sorted by name, with only the last of each name (as `from_unsorted` would keep them).
-    /// The caller works `order` out once for every list made the same way.
+    /// Fields given in any order, put in name order by `order`, from [`Fields::name_order`]
+    /// of their names: the same fields as inserting them one by one.
     pub fn from_order(fields: Vec<(Cow<'static, str>, Json)>, order: &[usize]) -> Fields {
         let mut fields: Vec<Option<(Cow<'static, str>, Json)>> = fields.into_iter().map(Some).collect();
         Fields(order.iter().map(|&i| fields[i].take().expect("each position is in the order once")).collect())
@@ -416,16 +415,18 @@ mod tests {
         graph
     }
 
-    /// Fields given unsorted are the fields inserted one by one in the same order.
+    /// Fields put in name order by their names' order are the fields inserted one by one in
+    /// the order given.
     #[test]
-    fn unsorted_fields_are_inserted_fields() {
+    fn ordered_fields_are_inserted_fields() {
         let given = [("b", 1), ("a", 2), ("c", 3), ("a", 4), ("b", 5), ("", 6)];
         let mut inserted = Fields::new();
         for (name, value) in given {
             inserted.insert(name, Json::from(value));
         }
+        let names: Vec<&str> = given.iter().map(|&(name, _)| name).collect();
         let unsorted = given.iter().map(|&(name, value)| (Cow::Borrowed(name), Json::from(value))).collect();
-        assert_eq!(Fields::from_unsorted(unsorted), inserted);
+        assert_eq!(Fields::from_order(unsorted, &Fields::name_order(&names)), inserted);
     }
 
     #[test]

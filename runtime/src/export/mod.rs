@@ -282,7 +282,8 @@ impl<'m> Exporter<'m> {
         // What to map, in export order: the instances of each registered type, up to the first
         // type weft cannot export (an error once it is reached).
         let mut work: Vec<(&ResourceType, usize, u32)> = Vec::new();
-        // Per registered type, where each field map_resource makes goes in name order.
+        // Per registered type, where each field map_resource makes goes in name order (worked
+        // out once per type, not sorted per resource).
         let mut orders: Vec<Vec<usize>> = Vec::new();
         let mut unsupported = None;
         for registration in &registered {
@@ -297,7 +298,7 @@ impl<'m> Exporter<'m> {
                 continue;
             };
             let order = orders.len();
-            orders.push(field_order(ty));
+            orders.push(crate::graph::Fields::name_order(&mapped_field_names(ty)));
             work.extend(instances.into_iter().map(|instance| (ty, order, instance)));
         }
         // Mapping a resource reads the model and nothing else, so the resources are mapped in
@@ -335,7 +336,8 @@ impl<'m> Exporter<'m> {
     }
 
     /// Builds one resource: its id, then every field, evaluated in the type's order and kept
-    /// in name order (`order`, from [`field_order`]). Reads the model and nothing else.
+    /// in name order (`order`, the `Fields::name_order` of `mapped_field_names`). Reads the
+    /// model and nothing else.
     fn map_resource(model: &Model, ty: &ResourceType, order: &[usize], instance: u32) -> Result<Mapping, Stop> {
         let location = model.location_of(instance);
         let id = match resource_id(ty, instance, &mut ModelAttributes(model)) {
@@ -541,8 +543,6 @@ impl<'m> Exporter<'m> {
     }
 }
 
-/// A registered type without a native export; `source` is the registering Python file as
-/// [`Modules::source_display`] names it.
 /// The names of the fields `map_resource` makes for a type, in the order it makes them: the
 /// type's fields except the two it collects while mapping the others, then those two.
 fn mapped_field_names(ty: &ResourceType) -> Vec<&'static str> {
@@ -554,25 +554,8 @@ fn mapped_field_names(ty: &ResourceType) -> Vec<&'static str> {
         .collect()
 }
 
-/// Where each field of a type goes in name order: the positions, in the list `map_resource`
-/// makes, of the fields in the order of their names, a later field of a name replacing an
-/// earlier one (as [`crate::graph::Fields::from_unsorted`] does). Worked out once per type
-/// instead of sorting every resource's fields.
-fn field_order(ty: &ResourceType) -> Vec<usize> {
-    let names = mapped_field_names(ty);
-    let mut order: Vec<usize> = (0..names.len()).collect();
-    // Stable: positions of one name stay in the order made, and the last one is kept.
-    order.sort_by(|&a, &b| names[a].cmp(names[b]));
-    let mut kept: Vec<usize> = Vec::with_capacity(order.len());
-    for position in order {
-        match kept.last_mut() {
-            Some(last) if names[*last] == names[position] => *last = position,
-            _ => kept.push(position),
-        }
-    }
-    kept
-}
-
+/// A registered type without a native export; `source` is the registering Python file as
+/// [`Modules::source_display`] names it.
 fn unsupported_type(registration: &Registration, source: &str, location: Option<Location>) -> Diagnostic {
     let diagnostic = Diagnostic::error(
         ErrorKind::CompilerException,
@@ -600,18 +583,38 @@ mod tests {
     use super::*;
     use crate::graph::Fields;
 
+    type Made = Vec<(std::borrow::Cow<'static, str>, serde_json::Value)>;
+
+    /// The fields `map_resource` makes for a type, each with its position as value.
+    fn made(ty: &ResourceType) -> Made {
+        mapped_field_names(ty)
+            .into_iter()
+            .enumerate()
+            .map(|(i, field)| (field.into(), serde_json::Value::from(i)))
+            .collect()
+    }
+
+    /// Put in name order by the type's order, as `map_resource` does.
+    fn ordered(ty: &ResourceType) -> Fields {
+        Fields::from_order(made(ty), &Fields::name_order(&mapped_field_names(ty)))
+    }
+
+    /// The same fields inserted one by one, in the order made.
+    fn inserted(made: Made) -> Fields {
+        let mut fields = Fields::new();
+        for (name, value) in made {
+            fields.insert(name, value);
+        }
+        fields
+    }
+
     /// For every native type, putting the fields in name order by the type's worked-out
-    /// order gives the fields sorted one resource at a time.
+    /// order gives the fields inserted one resource at a time.
     #[test]
     fn field_order_sorts_as_each_resource_would() {
         for name in types::native_names() {
             let ty = types::native(name).expect("a native type");
-            let made: Vec<(std::borrow::Cow<'static, str>, serde_json::Value)> = mapped_field_names(ty)
-                .into_iter()
-                .enumerate()
-                .map(|(i, field)| (field.into(), serde_json::Value::from(i)))
-                .collect();
-            assert_eq!(Fields::from_order(made.clone(), &field_order(ty)), Fields::from_unsorted(made), "{name}");
+            assert_eq!(ordered(ty), inserted(made(ty)), "{name}");
         }
         // A type with a repeated name, and a field named like one of the two added at the end.
         let repeated = ResourceType {
@@ -620,14 +623,9 @@ mod tests {
             id_attribute: "b",
             fields: &[("b", Getter::Attr), ("a", Getter::Attr), ("b", Getter::Attr), ("references", Getter::Attr)],
         };
-        let made: Vec<(std::borrow::Cow<'static, str>, serde_json::Value)> = mapped_field_names(&repeated)
-            .into_iter()
-            .enumerate()
-            .map(|(i, field)| (field.into(), serde_json::Value::from(i)))
-            .collect();
-        assert_eq!(made.len(), 6);
-        let ordered = Fields::from_order(made.clone(), &field_order(&repeated));
-        assert_eq!(ordered, Fields::from_unsorted(made));
+        assert_eq!(made(&repeated).len(), 6);
+        let ordered = ordered(&repeated);
+        assert_eq!(ordered, inserted(made(&repeated)));
         assert_eq!(ordered.iter().map(|(n, _)| n).collect::<Vec<_>>(), ["a", "b", "mutators", "references"]);
         assert_eq!(ordered.get("b"), Some(&serde_json::Value::from(2)));
         assert_eq!(ordered.get("references"), Some(&serde_json::Value::from(4)));
