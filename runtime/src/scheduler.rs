@@ -1,6 +1,9 @@
 //! The reference's scheduler loop (spec §3.5) and end-of-compile checks (§3.13).
 
 use std::collections::VecDeque;
+use std::ops::ControlFlow;
+
+use hashbrown::HashSet;
 
 use weft_ir::ErrorKind;
 use weft_ir::Symbol;
@@ -47,12 +50,97 @@ impl WaitQueue {
     }
 }
 
+/// The reference's zerowaiters: the delayed cells step 2 set aside because nobody waits for
+/// them, oldest first. Step 3 takes out those frozen since and moves those that gained waiters
+/// back to the queue; the reference rebuilds the list for that, which made a model that
+/// reaches step 3 once per instance quadratic. Only two events change a cell's fate here, its
+/// freeze and a new waiter (the only ways it gains a value or progress potential), so the
+/// machine reports those for the cells set aside and step 3 looks at them alone.
+///
+/// A cell is set aside once at a time (it stays queued meanwhile, and the machine queues a
+/// cell only once), and the machine's watch flag (`Machine::watch_zerowaiter`) says whether it
+/// is: an entry whose cell is not watched any more was taken out. A frozen cell never comes
+/// back; one moved back to the queue may, so its entry is removed when it moves, which costs a
+/// pass over the entries but happens only for cells that gained waiters.
+#[derive(Default)]
+struct ZeroWaiters {
+    entries: VecDeque<CellId>,
+    /// How many cells are set aside (the entries of watched cells).
+    members: usize,
+}
+
+impl ZeroWaiters {
+    fn push(&mut self, machine: &mut Machine, cell: CellId) {
+        debug_assert!(!machine.is_watched_zerowaiter(cell), "cell {cell} set aside twice");
+        self.entries.push_back(cell);
+        self.members += 1;
+        machine.watch_zerowaiter(cell, true);
+        if self.entries.len() > 2 * self.members + 64 {
+            self.entries.retain(|&cell| machine.is_watched_zerowaiter(cell));
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.members == 0
+    }
+
+    fn take_out(&mut self, machine: &mut Machine, cell: CellId) {
+        machine.watch_zerowaiter(cell, false);
+        self.members -= 1;
+    }
+
+    /// Step 3: forgets the cells frozen since they were set aside, and takes out those that
+    /// gained progress potential, in the order they were set aside.
+    fn take_revived(&mut self, machine: &mut Machine) -> Vec<CellId> {
+        let mut events = machine.take_zerowaiter_events();
+        events.sort_unstable();
+        events.dedup();
+        let mut revived: HashSet<CellId> = HashSet::new();
+        for cell in events {
+            if !machine.is_watched_zerowaiter(cell) {
+                continue;
+            }
+            if machine.has_value(cell) {
+                self.take_out(machine, cell);
+            } else if machine.progress_potential(cell) > 0 {
+                revived.insert(cell);
+            }
+        }
+        if revived.is_empty() {
+            return Vec::new();
+        }
+        let mut in_order = Vec::with_capacity(revived.len());
+        self.entries.retain(|&cell| {
+            let revive = revived.contains(&cell) && machine.is_watched_zerowaiter(cell);
+            if revive {
+                in_order.push(cell);
+            }
+            !revive
+        });
+        for &cell in &in_order {
+            self.take_out(machine, cell);
+        }
+        in_order
+    }
+
+    /// Step 5: takes the cell set aside last.
+    fn pop_back(&mut self, machine: &mut Machine) -> Option<CellId> {
+        while let Some(cell) = self.entries.pop_back() {
+            if machine.is_watched_zerowaiter(cell) {
+                self.take_out(machine, cell);
+                return Some(cell);
+            }
+        }
+        None
+    }
+}
+
 /// Runs the event loop to the end and performs the final checks. Returns the number of
 /// iterations, or the errors (the reported one first).
 pub fn run(machine: &mut Machine, max_iterations: usize) -> Result<usize, Vec<EvalError>> {
     machine.start().map_err(|e| vec![e])?;
     let mut queue = WaitQueue::default();
-    let mut zerowaiters: VecDeque<CellId> = VecDeque::new();
+    let mut zerowaiters = ZeroWaiters::default();
     let mut i = 0;
     while i < max_iterations {
         queue.absorb(machine);
@@ -74,7 +162,7 @@ pub fn run(machine: &mut Machine, max_iterations: usize) -> Result<usize, Vec<Ev
                 continue;
             }
             if machine.progress_potential(cell) <= 0 {
-                zerowaiters.push_back(cell);
+                zerowaiters.push(machine, cell);
             } else if machine.outstanding_providers(cell) > 0 {
                 machine.unqueue(cell);
             } else {
@@ -84,15 +172,9 @@ pub fn run(machine: &mut Machine, max_iterations: usize) -> Result<usize, Vec<Ev
         }
         // 3. Retry the cells nobody waited for, if they gained waiters since.
         if !progress {
-            let pending: Vec<CellId> = zerowaiters.iter().copied().filter(|&c| !machine.has_value(c)).collect();
             let mut retry = WaitQueue::default();
-            zerowaiters.clear();
-            for c in pending {
-                if machine.progress_potential(c) > 0 {
-                    retry.push(machine, c);
-                } else {
-                    zerowaiters.push_back(c);
-                }
+            for c in zerowaiters.take_revived(machine) {
+                retry.push(machine, c);
             }
             while !progress {
                 let Some(cell) = retry.pop() else { break };
@@ -115,7 +197,7 @@ pub fn run(machine: &mut Machine, max_iterations: usize) -> Result<usize, Vec<Ev
         }
         // 5. Flush: freeze everything nobody waits for.
         if !progress {
-            while let Some(cell) = zerowaiters.pop_back() {
+            while let Some(cell) = zerowaiters.pop_back(machine) {
                 machine.freeze(cell);
             }
         }
@@ -131,20 +213,31 @@ pub fn run(machine: &mut Machine, max_iterations: usize) -> Result<usize, Vec<Ev
 }
 
 /// Step 4: a relation with outstanding providers that a waiter needs, where those providers
-/// themselves wait (directly or not) for something only a freeze can give.
+/// themselves wait (directly or not) for something only a freeze can give. The candidates are
+/// the requirements of the pending tasks, oldest task first, ordered as the wait queue orders
+/// them: the first relation, or without one the first other cell. So the scan can stop at the
+/// first relation.
 fn break_wait_cycle(machine: &mut Machine) -> bool {
-    let mut candidates = WaitQueue::default();
-    for w in machine.pending_tasks() {
+    let is_candidate = |machine: &Machine, cell: CellId| {
+        machine.cells[cell as usize].is_delayed()
+            && !machine.has_value(cell)
+            && machine.outstanding_providers(cell) > 0
+            && machine.progress_potential(cell) > 0
+    };
+    let mut first_other = None;
+    let first_relation = machine.visit_pending_tasks(|machine, w| {
         for cell in machine.requirement_cells(w) {
-            if !machine.cells[cell as usize].is_delayed() || machine.has_value(cell) {
+            if !is_candidate(machine, cell) {
                 continue;
             }
-            if machine.outstanding_providers(cell) > 0 && machine.progress_potential(cell) > 0 {
-                candidates.push(machine, cell);
+            if machine.is_relation(cell) {
+                return ControlFlow::Break(cell);
             }
+            first_other.get_or_insert(cell);
         }
-    }
-    match candidates.pop() {
+        ControlFlow::Continue(())
+    });
+    match first_relation.or(first_other) {
         Some(cell) => {
             machine.freeze(cell);
             true
