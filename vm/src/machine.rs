@@ -1323,6 +1323,7 @@ impl Machine {
         self.waiters = Table::new();
         self.free_waiter = NONE;
         self.pending_order = None;
+        self.zerowaiter_events = Vec::new();
         self.wait_nodes = WaitNodes::default();
         self.collectors = Table::new();
         self.scopes = Table::new();
@@ -1676,7 +1677,7 @@ impl Machine {
             order.push_back((seq, id));
             // Finished tasks leave the order only when a visit passes them: past this size,
             // listing the pending tasks afresh at the next visit is cheaper than the order.
-            if order.len() > 2 * self.live_tasks + 1024 {
+            if Self::pending_order_outgrown(order, self.live_tasks) {
                 self.pending_order = None;
             }
         }
@@ -1719,6 +1720,12 @@ impl Machine {
         w.body.is_some() && w.seq == seq
     }
 
+    /// Whether finished tasks make up more than half of `pending_order` (with some slack, so
+    /// that a small order is not listed afresh for a few finished tasks).
+    fn pending_order_outgrown(order: &VecDeque<(u32, WaiterId)>, live_tasks: usize) -> bool {
+        order.len() > 2 * live_tasks + 1024
+    }
+
     /// Calls `visit` on the pending tasks oldest first, as [`Machine::pending_tasks`] lists
     /// them, until it breaks, and returns what it broke with.
     ///
@@ -1731,7 +1738,7 @@ impl Machine {
     /// visit that breaks at the first tasks, as wait-cycle breaking usually does, costs little.
     pub fn visit_pending_tasks<B>(&mut self, mut visit: impl FnMut(&Machine, WaiterId) -> ControlFlow<B>) -> Option<B> {
         let mut order = match self.pending_order.take() {
-            Some(order) if order.len() <= 2 * self.live_tasks + 64 => order,
+            Some(order) if !Self::pending_order_outgrown(&order, self.live_tasks) => order,
             _ => self.pending_task_order().into(),
         };
         while let Some(&(seq, slot)) = order.front() {
