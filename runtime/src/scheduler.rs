@@ -4,6 +4,7 @@ use std::collections::VecDeque;
 use std::ops::ControlFlow;
 
 use hashbrown::HashSet;
+use smallvec::SmallVec;
 
 use weft_ir::ErrorKind;
 use weft_ir::Symbol;
@@ -267,7 +268,9 @@ fn final_checks(machine: &mut Machine) -> Result<(), Vec<EvalError>> {
             let i = &machine.instances[inst as usize];
             (i.entity, !i.implementations.is_empty(), Some(machine.last_location(inst)))
         };
-        let slots: Vec<(Symbol, CellId)> = machine.instance_slots(inst).collect();
+        // Collected because freezing below needs the machine mutably; inline, as most
+        // entities have a few attributes, so that no instance costs an allocation.
+        let slots: SmallVec<[(Symbol, CellId); 16]> = machine.instance_slots(inst).collect();
         let e = program.entity(entity);
         if !has_impl {
             let simple = e.name.rsplit("::").next().unwrap_or(&e.name);
