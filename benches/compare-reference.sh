@@ -9,6 +9,8 @@
 #
 #   benches/compare-reference.sh [HOSTS] [FLAVOR]      (defaults: 5000 pure)
 #   WEFT_RUNS=5 benches/compare-reference.sh            (weft commands: median of 5 runs; 3 by default)
+#   WEFT=$(benches/pgo-build.sh) benches/compare-reference.sh   (measure that weft binary, here
+#                                                        the PGO build, instead of building one)
 #
 # The reference is the `inmanta` of the venv made by ../shared/tools/reference-setup.sh
 # (override with INMANTA=/path/to/inmanta). Without it, only weft runs. The `std::print` lines
@@ -25,8 +27,15 @@ python3 "$root/benches/gen_model.py" --hosts "$hosts" --flavor "$flavor" "$work/
 lines=$(cat "$work/model"/*.cf | wc -l)
 echo "model: gen_model.py --hosts $hosts --flavor $flavor ($lines lines of main.cf)"
 
-cargo build --release -q -p weft-cli --manifest-path "$root/Cargo.toml"
-weft="${CARGO_TARGET_DIR:-$root/target}/release/weft"
+# WEFT names a weft binary to measure (the PGO build of benches/pgo-build.sh, say); without
+# it, the plain release build is built and measured.
+if [[ -n "${WEFT:-}" ]]; then
+    weft="$WEFT"
+else
+    cargo build --release -q -p weft-cli --manifest-path "$root/Cargo.toml"
+    weft="${CARGO_TARGET_DIR:-$root/target}/release/weft"
+fi
+echo "weft: $weft" >&2
 
 measure() { # key, label, command...
     local key="$1" label="$2"; shift 2

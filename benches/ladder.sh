@@ -17,6 +17,9 @@
 #   --keep DIR                     keep the models and outputs in DIR (default: a temporary
 #                                  directory, removed at the end)
 #
+# WEFT=path measures that weft binary (the PGO build of benches/pgo-build.sh, say) instead of
+# building the plain release build.
+#
 # Rungs (hosts of `benches/gen_model.py`, chosen for the instance counts the generator states
 # in expected_counts.txt; a resources model has about twice the instances of a pure model with
 # the same hosts, about half of them NullResources):
@@ -102,8 +105,14 @@ else
     trap 'rm -rf "$work"' EXIT
 fi
 
-cargo build --release -q -p weft-cli --manifest-path "$root/Cargo.toml"
-weft="${CARGO_TARGET_DIR:-$root/target}/release/weft"
+# WEFT names a weft binary to measure (the PGO build of benches/pgo-build.sh, say); without
+# it, the plain release build is built and measured.
+if [[ -n "${WEFT:-}" ]]; then
+    weft="$WEFT"
+else
+    cargo build --release -q -p weft-cli --manifest-path "$root/Cargo.toml"
+    weft="${CARGO_TARGET_DIR:-$root/target}/release/weft"
+fi
 
 inmanta="${INMANTA:-$HOME/.cache/inmanta-ref/venv/bin/inmanta}"
 if [[ $reference == yes && ! -x "$inmanta" ]]; then

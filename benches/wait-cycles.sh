@@ -14,8 +14,13 @@
 # reference for the sizes in REF_SIZES, when INMANTA names its `inmanta`).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-weft="$root/target/release/weft"
-cargo build --release -q -p weft-cli --manifest-path "$root/Cargo.toml"
+# WEFT names a weft binary to measure; without it, the plain release build is built.
+if [[ -n "${WEFT:-}" ]]; then
+    weft="$WEFT"
+else
+    weft="${CARGO_TARGET_DIR:-$root/target}/release/weft"
+    cargo build --release -q -p weft-cli --manifest-path "$root/Cargo.toml"
+fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 sizes=("$@")
