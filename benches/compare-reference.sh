@@ -27,14 +27,7 @@ python3 "$root/benches/gen_model.py" --hosts "$hosts" --flavor "$flavor" "$work/
 lines=$(cat "$work/model"/*.cf | wc -l)
 echo "model: gen_model.py --hosts $hosts --flavor $flavor ($lines lines of main.cf)"
 
-# WEFT names a weft binary to measure (the PGO build of benches/pgo-build.sh, say); without
-# it, the plain release build is built and measured.
-if [[ -n "${WEFT:-}" ]]; then
-    weft="$WEFT"
-else
-    cargo build --release -q -p weft-cli --manifest-path "$root/Cargo.toml"
-    weft="${CARGO_TARGET_DIR:-$root/target}/release/weft"
-fi
+weft="$("$root/benches/weft-binary.sh")"
 echo "weft: $weft" >&2
 
 measure() { # key, label, command...

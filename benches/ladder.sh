@@ -105,14 +105,7 @@ else
     trap 'rm -rf "$work"' EXIT
 fi
 
-# WEFT names a weft binary to measure (the PGO build of benches/pgo-build.sh, say); without
-# it, the plain release build is built and measured.
-if [[ -n "${WEFT:-}" ]]; then
-    weft="$WEFT"
-else
-    cargo build --release -q -p weft-cli --manifest-path "$root/Cargo.toml"
-    weft="${CARGO_TARGET_DIR:-$root/target}/release/weft"
-fi
+weft="$("$root/benches/weft-binary.sh")"
 
 inmanta="${INMANTA:-$HOME/.cache/inmanta-ref/venv/bin/inmanta}"
 if [[ $reference == yes && ! -x "$inmanta" ]]; then

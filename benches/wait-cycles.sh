@@ -15,12 +15,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 # WEFT names a weft binary to measure; without it, the plain release build is built.
-if [[ -n "${WEFT:-}" ]]; then
-    weft="$WEFT"
-else
-    weft="${CARGO_TARGET_DIR:-$root/target}/release/weft"
-    cargo build --release -q -p weft-cli --manifest-path "$root/Cargo.toml"
-fi
+weft="$("$root/benches/weft-binary.sh")"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 sizes=("$@")
