@@ -36,6 +36,10 @@ pub type InstanceId = u32;
 /// has this id: four billion live tasks would take 350 GB of task slots.
 pub const RESUMPTION: WaiterId = WaiterId::MAX;
 
+/// From how many elements on a list cell keeps a set of the instances it holds (see
+/// `Machine::list_members`): below, a scan of the elements is as fast as a hash.
+const MEMBER_SET_THRESHOLD: usize = 32;
+
 /// The place of a task without requirements in the run queue (see `Machine::deferred`). Like
 /// [`RESUMPTION`], it is never the id of a task slot.
 pub const DEFERRED: WaiterId = WaiterId::MAX - 1;
@@ -1214,6 +1218,13 @@ pub struct Machine {
     /// is connected and its value delivered. Few proxies have one, so they are kept here
     /// rather than in every cell's `CellExt`.
     proxy_listeners: HashMap<CellId, ProxyListener>,
+    /// The instances among the elements of each list cell with more than
+    /// `MEMBER_SET_THRESHOLD` elements. Adding an element first asks whether the list holds
+    /// it already; the reference asks Python's `value in list`, a scan, and with a scan a
+    /// relation filled with n elements costs n²/2 comparisons (a relation of 200k elements
+    /// took a minute). An instance equals only itself, so for an instance the set answers;
+    /// other values, which lists of that length rarely hold, are still compared one by one.
+    list_members: HashMap<CellId, HashSet<InstanceId>>,
     /// Requirement proxies that were connected and can be reused (see
     /// `Machine::connect_requirement`).
     free_proxies: Vec<CellId>,
@@ -1325,6 +1336,7 @@ impl Machine {
             deferred: Fifo::new(),
             wait_queue: Fifo::new(),
             proxy_listeners: HashMap::default(),
+            list_members: HashMap::default(),
             live_tasks: 0,
             host: Some(host),
             unique: 0,
@@ -1376,6 +1388,7 @@ impl Machine {
         self.deferred = Fifo::new();
         self.wait_queue = Fifo::new();
         self.proxy_listeners = HashMap::default();
+        self.list_members = HashMap::default();
         self.free_proxies = Vec::new();
         self.constraint_memo = HashMap::default();
     }
@@ -2265,7 +2278,7 @@ impl Machine {
                     }
                     return Ok(());
                 }
-                self.xm(cell).items.push(value.clone());
+                self.push_item(cell, &value);
                 self.notify_listeners(cell, &value, location)?;
                 if kind == CellKind::List {
                     if recur {
@@ -2286,7 +2299,28 @@ impl Machine {
     }
 
     fn contains_item(&self, cell: CellId, v: &Value) -> bool {
-        self.x(cell).items.iter().any(|x| x.py_eq(v))
+        let items = &self.x(cell).items;
+        if let Value::Instance(inst) = v
+            && items.len() > MEMBER_SET_THRESHOLD
+        {
+            return self.list_members[&cell].contains(inst);
+        }
+        items.iter().any(|x| x.py_eq(v))
+    }
+
+    /// Appends an element the list cell does not hold yet, keeping `list_members`.
+    fn push_item(&mut self, cell: CellId, value: &Value) {
+        let items = &mut self.xm(cell).items;
+        items.push(value.clone());
+        let len = items.len();
+        if len == MEMBER_SET_THRESHOLD + 1 {
+            let members = self.x(cell).items.iter().filter_map(|v| self.instance_of(v)).collect();
+            self.list_members.insert(cell, members);
+        } else if len > MEMBER_SET_THRESHOLD
+            && let Value::Instance(inst) = value
+        {
+            self.list_members.get_mut(&cell).expect("made when the list outgrew a scan").insert(*inst);
+        }
     }
 
     fn list_frozen_error(&self, cell: CellId, value: &Value, location: Location) -> EvalError {
