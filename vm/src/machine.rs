@@ -487,7 +487,7 @@ impl WaitNodes {
 #[derive(Default)]
 pub struct CellExt {
     /// Elements of list cells.
-    pub items: Vec<Value>,
+    pub items: Items,
     listeners: Option<Vec<CollectorId>>,
     nb_gradual_waiters: i64,
     /// Promises acquired on a delayed cell and not yet fulfilled, while `tracks_promises`.
@@ -501,8 +501,68 @@ pub struct CellExt {
 #[cfg(target_pointer_width = "64")]
 const _: () = assert!(std::mem::size_of::<CellExt>() == 64);
 
+/// The elements of a list cell: a vector while the list may grow, and shared once it is
+/// complete and read as a whole. Every read of a relation's value (a plugin argument, an
+/// attribute of an exported resource) used to copy its elements into a new list, so `n`
+/// instances each reading a relation of `n` elements made `n²` copies; a shared list is
+/// handed out by its reference count.
+pub enum Items {
+    Open(Vec<Value>),
+    Shared(Arc<[Value]>),
+}
+
+impl Default for Items {
+    fn default() -> Self {
+        Items::Open(Vec::new())
+    }
+}
+
+impl std::ops::Deref for Items {
+    type Target = [Value];
+
+    fn deref(&self) -> &[Value] {
+        match self {
+            Items::Open(items) => items,
+            Items::Shared(items) => items,
+        }
+    }
+}
+
+impl Items {
+    fn push(&mut self, value: Value) {
+        match self {
+            Items::Open(items) => items.push(value),
+            // A complete list does not grow; should one, it becomes a vector again.
+            Items::Shared(items) => {
+                let mut open = items.to_vec();
+                open.push(value);
+                *self = Items::Open(open);
+            }
+        }
+    }
+
+    /// The elements as a shared list, sharing them from now on.
+    fn share(&mut self) -> Arc<[Value]> {
+        if let Items::Open(items) = self {
+            *self = Items::Shared(Arc::from(std::mem::take(items)));
+        }
+        match self {
+            Items::Shared(items) => items.clone(),
+            Items::Open(_) => unreachable!("shared just above"),
+        }
+    }
+
+    /// The elements as a list value, without changing how they are kept.
+    fn to_list(&self) -> Value {
+        match self {
+            Items::Open(items) => Value::List(Arc::from(&items[..])),
+            Items::Shared(items) => Value::List(items.clone()),
+        }
+    }
+}
+
 static EMPTY_EXT: CellExt =
-    CellExt { items: Vec::new(), listeners: None, nb_gradual_waiters: 0, outstanding: 0, waiting: 0 };
+    CellExt { items: Items::Open(Vec::new()), listeners: None, nb_gradual_waiters: 0, outstanding: 0, waiting: 0 };
 
 impl Cell {
     const KIND_SHIFT: u32 = 24;
@@ -1930,7 +1990,10 @@ impl Machine {
                 if !c.has_value() {
                     return Err(EvalError::unset(cell));
                 }
-                Ok(Value::List(Arc::from(&self.x(cell).items[..])))
+                if c.ext == 0 {
+                    return Ok(Value::List(Arc::from([])));
+                }
+                Ok(Value::List(self.xm(cell).items.share()))
             }
             CellKind::Option => {
                 let c = &self.cells[cell as usize];
@@ -1969,7 +2032,7 @@ impl Machine {
     pub fn peek(&self, cell: CellId) -> Option<Value> {
         let c = &self.cells[cell as usize];
         match c.kind() {
-            CellKind::List | CellKind::ListLiteral => Some(Value::List(Arc::from(&self.x(cell).items[..]))),
+            CellKind::List | CellKind::ListLiteral => Some(self.x(cell).items.to_list()),
             CellKind::Proxy => c.target().and_then(|t| self.peek(t)),
             _ => c.value_cloned(),
         }
@@ -1982,7 +2045,7 @@ impl Machine {
         let kind = self.cells[cell as usize].kind();
         match kind {
             CellKind::List | CellKind::ListLiteral => {
-                let items = self.x(cell).items.clone();
+                let items = self.x(cell).items.to_vec();
                 for v in items {
                     self.receive(collector, v, location)?;
                 }
@@ -2230,8 +2293,7 @@ impl Machine {
                 if kind == CellKind::List && matches!(value, Value::Null) {
                     if !self.x(cell).items.is_empty() {
                         let (inst, attr) = self.cells[cell as usize].owner().expect("relation");
-                        let values: Vec<String> =
-                            self.x(cell).items.clone().iter().map(|v| self.display_value(v)).collect();
+                        let values: Vec<String> = self.x(cell).items.iter().map(|v| self.display_value(v)).collect();
                         return Err(rt(format!(
                             "Trying to set relation attribute `{}` of instance `{}` to null but it has values `{}` assigned already",
                             self.program.name(self.program.attribute(attr).name),
