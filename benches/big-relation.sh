@@ -11,20 +11,13 @@
 #
 # Prints one line per size: instances, wall seconds and peak RSS of weft (and of the
 # reference for the sizes in REF_SIZES, when INMANTA names its `inmanta`). Each run prints
-# the sizes of both relations, which must be SIZE.
+# the sizes of both relations (the "prints:" line), which must be SIZE.
 set -euo pipefail
-root="$(cd "$(dirname "$0")/.." && pwd)"
-# WEFT names a weft binary to measure; without it, the plain release build is built.
-weft="$("$root/benches/weft-binary.sh")"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-sizes=("$@")
-[[ ${#sizes[@]} -gt 0 ]] || sizes=(25000 50000 100000 200000)
-for n in "${sizes[@]}"; do
-    dir="$work/m$n"
-    mkdir -p "$dir"
-    printf 'name: m\nmodulepath: libs\ndownloadpath: libs\nrepo: []\n' > "$dir/project.yml"
-    cat > "$dir/main.cf" <<CF
+source "$(dirname "$0")/scaling-sizes.sh"
+
+write_model() { # instances
+    local n="$1"
+    cat <<CF
 import std
 entity Net:
 end
@@ -47,8 +40,6 @@ ifaces = std::len(net.ifaces)
 members = std::len(group.members)
 std::print("{{ifaces}} {{members}}")
 CF
-    /usr/bin/time -f "weft      $n instances: %e s, %M KB" "$weft" compile "$dir" | sed 's/^/  relation sizes: /'
-    if [[ -n "${INMANTA:-}" && " ${REF_SIZES:-} " == *" $n "* ]]; then
-        (cd "$dir" && /usr/bin/time -f "reference $n instances: %e s, %M KB" "$INMANTA" -q compile | sed 's/^/  relation sizes: /')
-    fi
-done
+}
+
+time_sizes 25000 50000 100000 200000 -- "$@"

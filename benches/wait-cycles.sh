@@ -13,18 +13,11 @@
 # Prints one line per size: instances, wall seconds and peak RSS of weft (and of the
 # reference for the sizes in REF_SIZES, when INMANTA names its `inmanta`).
 set -euo pipefail
-root="$(cd "$(dirname "$0")/.." && pwd)"
-# WEFT names a weft binary to measure; without it, the plain release build is built.
-weft="$("$root/benches/weft-binary.sh")"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-sizes=("$@")
-[[ ${#sizes[@]} -gt 0 ]] || sizes=(2000 4000 8000 16000 64000)
-for n in "${sizes[@]}"; do
-    dir="$work/m$n"
-    mkdir -p "$dir"
-    printf 'name: m\nmodulepath: libs\ndownloadpath: libs\nrepo: []\n' > "$dir/project.yml"
-    cat > "$dir/main.cf" <<CF
+source "$(dirname "$0")/scaling-sizes.sh"
+
+write_model() { # instances
+    local n="$1"
+    cat <<CF
 import std
 entity A:
   int n
@@ -41,8 +34,6 @@ for i in std::sequence($n):
   A(n=i+1)
 end
 CF
-    /usr/bin/time -f "weft      $n instances: %e s, %M KB" "$weft" compile "$dir" > /dev/null
-    if [[ -n "${INMANTA:-}" && " ${REF_SIZES:-} " == *" $n "* ]]; then
-        (cd "$dir" && /usr/bin/time -f "reference $n instances: %e s, %M KB" "$INMANTA" -q compile > /dev/null)
-    fi
-done
+}
+
+time_sizes 2000 4000 8000 16000 64000 -- "$@"
