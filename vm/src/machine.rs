@@ -44,6 +44,12 @@ const MEMBER_SET_THRESHOLD: usize = 32;
 /// [`RESUMPTION`], it is never the id of a task slot.
 pub const DEFERRED: WaiterId = WaiterId::MAX - 1;
 
+/// Whether a run-queue entry names a task slot, rather than standing for the front of
+/// `resumptions` or `deferred`: the two markers are the two largest ids.
+fn is_task_slot(entry: WaiterId) -> bool {
+    entry < DEFERRED
+}
+
 /// An evaluation error (see [`EvalErrorData`]), boxed: every evaluation step returns a
 /// `Result` with it, and errors are rare, so the `Result` stays the size of its value
 /// instead of carrying a 64-byte error through every return.
@@ -543,13 +549,12 @@ impl Items {
 
     /// The elements as a shared list, sharing them from now on.
     fn share(&mut self) -> Arc<[Value]> {
-        if let Items::Open(items) = self {
-            *self = Items::Shared(Arc::from(std::mem::take(items)));
-        }
-        match self {
-            Items::Shared(items) => items.clone(),
-            Items::Open(_) => unreachable!("shared just above"),
-        }
+        let shared: Arc<[Value]> = match self {
+            Items::Open(items) => Arc::from(std::mem::take(items)),
+            Items::Shared(items) => return items.clone(),
+        };
+        *self = Items::Shared(shared.clone());
+        shared
     }
 
     /// The elements as a list value, without changing how they are kept.
@@ -1921,14 +1926,14 @@ impl Machine {
     pub fn prefetch_upcoming(&self) {
         let [next, second, third] = self.run_queue.first_three();
         if let Some(third) = third
-            && third < DEFERRED
+            && is_task_slot(third)
         {
             let slot = &self.waiters[third as usize];
             prefetch(slot);
             prefetch((slot as *const Waiter).wrapping_byte_add(64));
         }
         if let Some(second) = second
-            && second < DEFERRED
+            && is_task_slot(second)
         {
             let task = &self.waiters[second as usize];
             for &(_, cell) in task.requires.iter() {
@@ -1947,7 +1952,7 @@ impl Machine {
             }
         }
         if let Some(next) = next
-            && next < DEFERRED
+            && is_task_slot(next)
         {
             for &(_, cell) in self.waiters[next as usize].requires.iter() {
                 // A clone of a shared value writes its reference count, which is at the
