@@ -378,7 +378,8 @@ fn compile(args: &CompileArgs) -> Result<ExitCode> {
     Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
-/// What the model reads from its host, as given on the command line.
+/// What an evaluation takes from the command line: what the model reads from its host, and
+/// how much memory it may use.
 #[derive(Args, Clone, Default)]
 struct InputArgs {
     /// Facts for `std::getfact`, standing in for the orchestrator: a JSON object mapping
@@ -389,6 +390,40 @@ struct InputArgs {
     /// default its assignment in `main.cf` gives. Repeatable.
     #[arg(long = "set", value_name = "NAME=VALUE")]
     set: Vec<String>,
+    /// Stops the evaluation with an error, naming the entity that grew, once weft's resident
+    /// memory exceeds SIZE (`512M`, `8G`; `none` for no limit). A model that constructs
+    /// instances without end otherwise runs until the system kills a process. Defaults to 90%
+    /// of this machine's memory, or of its control group's limit.
+    #[arg(long, value_name = "SIZE", value_parser = parse_memory_limit)]
+    max_memory: Option<MemoryLimitArg>,
+}
+
+/// `--max-memory`: a limit, or `none`.
+#[derive(Clone, Debug)]
+enum MemoryLimitArg {
+    Limit(weft_runtime::memory::MemoryLimit),
+    None,
+}
+
+fn parse_memory_limit(text: &str) -> Result<MemoryLimitArg, String> {
+    if text.trim().eq_ignore_ascii_case("none") {
+        return Ok(MemoryLimitArg::None);
+    }
+    let bytes = weft_runtime::memory::parse_size(text)?;
+    Ok(MemoryLimitArg::Limit(weft_runtime::memory::MemoryLimit {
+        bytes,
+        origin: format!("`--max-memory {}`", text.trim()),
+    }))
+}
+
+impl InputArgs {
+    fn memory_limit(&self) -> Option<weft_runtime::memory::MemoryLimit> {
+        match &self.max_memory {
+            Some(MemoryLimitArg::Limit(limit)) => Some(limit.clone()),
+            Some(MemoryLimitArg::None) => None,
+            None => weft_runtime::memory::MemoryLimit::default_for_this_machine(),
+        }
+    }
 }
 
 /// Where diagnostics of an evaluation point: the project's sources, or an artifact's line
@@ -472,6 +507,7 @@ fn evaluate(project: &ProjectArgs, inputs: &InputArgs, keep_model: bool) -> Resu
         let options = weft_runtime::Options {
             modules: evaluated.modules.clone(),
             max_iterations: max_iterations(),
+            memory_limit: inputs.memory_limit(),
             facts,
             // Plugin data (std's passwords) lives in the project's `data/`, where the
             // reference keeps it when it compiles in the project; an artifact has no

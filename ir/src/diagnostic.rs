@@ -126,6 +126,8 @@ error_kinds! {
     ResourceException: ResourceException,
     /// A raw Python `RuntimeError`, such as a dependency manager's.
     RuntimeError: RuntimeError,
+    /// weft's own: the evaluation outgrew its memory limit (`--max-memory`).
+    MemoryLimitException: CompilerException,
     /// Warnings.
     VariableShadowWarning: VariableShadowWarning,
     TypeDeprecationWarning: TypeDeprecationWarning,

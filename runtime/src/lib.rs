@@ -14,6 +14,7 @@ pub mod apply;
 pub mod artifact;
 pub mod export;
 pub mod graph;
+pub mod memory;
 pub mod modules;
 pub mod plugins;
 mod python;
@@ -37,6 +38,9 @@ pub struct Options {
     pub modules: modules::Modules,
     /// The iteration limit (`INMANTA_MAX_ITERATIONS`); `None` for the default.
     pub max_iterations: Option<usize>,
+    /// The resident memory past which the evaluation stops with an error (`--max-memory`);
+    /// `None` for no limit.
+    pub memory_limit: Option<memory::MemoryLimit>,
     /// The facts `std::getfact` answers with, standing in for the orchestrator; `None` keeps
     /// the behaviour without an orchestrator (every fact Unknown).
     pub facts: Option<plugins::Facts>,
@@ -98,7 +102,8 @@ pub fn run(executable: &Executable, options: &Options) -> (Outcome, Option<expor
             let _ = std::thread::Builder::new().name("weft-prefault".into()).spawn(job);
         }
     }
-    let result = scheduler::run(&mut machine, options.max_iterations.unwrap_or(MAX_ITERATIONS));
+    let result =
+        scheduler::run(&mut machine, options.max_iterations.unwrap_or(MAX_ITERATIONS), options.memory_limit.as_ref());
     let mut outcome =
         Outcome { instances: machine.instances.len(), tables: machine.table_sizes(), ..Outcome::default() };
     let succeeded = result.is_ok();
@@ -125,6 +130,18 @@ pub fn to_diagnostic(program: &Program, error: EvalError) -> Diagnostic {
     let mut d = Diagnostic::error(error.kind, code, error.message.clone());
     if let Some(location) = error.location {
         d = d.at(location, "");
+    }
+    if error.kind == ErrorKind::MemoryLimitException {
+        d = d
+            .with_note(
+                "a model that constructs instances without end (an implementation that constructs an instance \
+                 of its own entity, say) grows until memory runs out"
+                    .to_string(),
+            )
+            .with_note(
+                "if the model really is this large, raise the limit with `--max-memory SIZE` (`none` for no limit)"
+                    .to_string(),
+            );
     }
     let mut cause = error.cause.as_deref();
     while let Some(c) = cause {

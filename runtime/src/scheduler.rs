@@ -9,7 +9,9 @@ use smallvec::SmallVec;
 use weft_ir::ErrorKind;
 use weft_ir::Symbol;
 use weft_ir::program::EntityId;
-use weft_vm::{CellId, EvalError, Fifo, Machine};
+use weft_vm::{CellId, EvalError, Fifo, InstanceId, Machine};
+
+use crate::memory::{self, Bytes, CHECK_EVERY, MemoryLimit};
 
 /// The reference's default `INMANTA_MAX_ITERATIONS`.
 pub const MAX_ITERATIONS: usize = 100_000;
@@ -137,9 +139,15 @@ impl ZeroWaiters {
 }
 
 /// Runs the event loop to the end and performs the final checks. Returns the number of
-/// iterations, or the errors (the reported one first).
-pub fn run(machine: &mut Machine, max_iterations: usize) -> Result<usize, Vec<EvalError>> {
+/// iterations, or the errors (the reported one first). With a memory limit, the evaluation
+/// stops with an error once the process's resident memory exceeds it (see [`crate::memory`]).
+pub fn run(
+    machine: &mut Machine,
+    max_iterations: usize,
+    memory_limit: Option<&MemoryLimit>,
+) -> Result<usize, Vec<EvalError>> {
     machine.start().map_err(|e| vec![e])?;
+    let mut until_memory_check = CHECK_EVERY;
     let mut queue = WaitQueue::default();
     let mut zerowaiters = ZeroWaiters::default();
     let mut i = 0;
@@ -153,6 +161,13 @@ pub fn run(machine: &mut Machine, max_iterations: usize) -> Result<usize, Vec<Ev
         while let Some(w) = machine.run_queue.pop_front() {
             machine.prefetch_upcoming();
             machine.execute(w).map_err(|e| vec![e])?;
+            until_memory_check -= 1;
+            if until_memory_check == 0 {
+                until_memory_check = CHECK_EVERY;
+                if let Some(limit) = memory_limit {
+                    check_memory(machine, limit).map_err(|e| vec![e])?;
+                }
+            }
         }
         queue.absorb(machine);
         // 2. Freeze the first cell that can be frozen and that someone waits for.
@@ -211,6 +226,47 @@ pub fn run(machine: &mut Machine, max_iterations: usize) -> Result<usize, Vec<Ev
     }
     final_checks(machine)?;
     Ok(i)
+}
+
+/// Stops the evaluation when the process holds more memory than `limit` allows. The error
+/// names the entity with the most instances and where the last of them was constructed: a
+/// model that outgrows any memory almost always does so by constructing instances without
+/// end, and that constructor call is where to look.
+#[cold]
+fn check_memory(machine: &Machine, limit: &MemoryLimit) -> Result<(), EvalError> {
+    let Some(resident) = memory::resident_bytes() else { return Ok(()) };
+    if resident <= limit.bytes {
+        return Ok(());
+    }
+    let program = machine.program();
+    let mut counts = vec![0usize; program.entities.len()];
+    let mut last = vec![0 as InstanceId; program.entities.len()];
+    for id in 0..machine.instances.len() {
+        let entity = machine.instances[id].entity.index();
+        counts[entity] += 1;
+        last[entity] = id as InstanceId;
+    }
+    let mut message = format!(
+        "evaluation stopped: weft's memory ({}) passed its limit of {} ({}); the model holds {} instances",
+        Bytes(resident),
+        Bytes(limit.bytes),
+        limit.origin,
+        machine.instances.len()
+    );
+    let largest = (0..counts.len()).max_by_key(|&e| (counts[e], std::cmp::Reverse(e))).filter(|&e| counts[e] > 0);
+    let mut location = None;
+    if let Some(entity) = largest {
+        message.push_str(&format!(
+            ", {} of them `{}`, the last constructed here",
+            counts[entity], program.entities[entity].name
+        ));
+        location = Some(machine.last_location(last[entity]));
+    }
+    let error = EvalError::new(ErrorKind::MemoryLimitException, message);
+    Err(match location {
+        Some(at) => error.at(at),
+        None => error,
+    })
 }
 
 /// Step 4: a relation with outstanding providers that a waiter needs, where those providers
