@@ -126,6 +126,8 @@ error_kinds! {
     ResourceException: ResourceException,
     /// A raw Python `RuntimeError`, such as a dependency manager's.
     RuntimeError: RuntimeError,
+    /// Python's `RecursionError`: a value nested too deeply for the reference's recursive checks.
+    RecursionError: RuntimeError,
     /// weft's own: the evaluation outgrew its memory limit (`--max-memory`).
     MemoryLimitException: CompilerException,
     /// Warnings.
