@@ -1124,16 +1124,57 @@ impl Collector {
 }
 
 /// What CPython's `id()` would consider the same object, as far as it matters for the `for`
-/// loop of 18.0.1 (which skips an element it has already seen by identity): `None`, booleans,
-/// small ints and strings are shared objects; other numbers are distinct objects.
+/// loop of 18.0.1 (which skips an element it has already seen by identity). Booleans, small
+/// ints, the empty string and one-character Latin-1 strings are shared objects in CPython. Any
+/// other string is the object its origin made: each string literal in the source is an object
+/// of its own, and a variable read twice gives the same object twice. weft's strings keep
+/// that identity as their shared allocation (a literal is one allocation, copies of a value
+/// share it), so they are compared by address. Other numbers are distinct objects.
+///
+/// `null` is the reference's `NoneValue`, one object per `null` in the source: `[null, null]`
+/// runs a loop twice, but a list holding one variable's `null` twice runs it once. weft's
+/// `null` carries no identity, so every `null` counts as the same object, which is right for
+/// the second shape and wrong for the first (`tests/conformance/known-divergences.tsv`).
 #[derive(Clone, PartialEq, Eq, Hash)]
 enum IdentityKey {
     Null,
     Bool(bool),
     SmallInt(i64),
-    Str(Arc<str>),
+    SharedStr(Arc<str>),
+    Str(StrIdentity),
     Instance(u32),
     Unique(u64),
+}
+
+/// A string compared by the address of its allocation: two values are the same object when
+/// they share it. The key holds the string, so the address cannot be reused by another while
+/// the key exists.
+#[derive(Clone)]
+struct StrIdentity(Arc<str>);
+
+impl PartialEq for StrIdentity {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for StrIdentity {}
+
+impl std::hash::Hash for StrIdentity {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        std::ptr::hash(Arc::as_ptr(&self.0) as *const u8, state);
+    }
+}
+
+/// Whether CPython shares one object for every string equal to `s`: the empty string and the
+/// strings of one Latin-1 character.
+fn is_shared_python_str(s: &str) -> bool {
+    let mut chars = s.chars();
+    match (chars.next(), chars.next()) {
+        (None, _) => true,
+        (Some(c), None) => (c as u32) < 256,
+        _ => false,
+    }
 }
 
 struct CompHelper {
@@ -2107,7 +2148,8 @@ impl Machine {
                     Value::Null => IdentityKey::Null,
                     Value::Bool(b) => IdentityKey::Bool(*b),
                     Value::Int(i) if (-5..=256).contains(i) => IdentityKey::SmallInt(*i),
-                    Value::Str(s) => IdentityKey::Str(s.clone()),
+                    Value::Str(s) if is_shared_python_str(s) => IdentityKey::SharedStr(s.clone()),
+                    Value::Str(s) => IdentityKey::Str(StrIdentity(s.clone())),
                     Value::Instance(i) => IdentityKey::Instance(*i),
                     _ => {
                         self.unique += 1;
