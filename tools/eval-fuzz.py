@@ -196,6 +196,7 @@ FEATURES = {
     "dup-loops": "for loops over plain lists with repeated items",
     "scenarios": "self-contained mini-models (implicit inverse, diamond, block order, ...)",
     "comprehension-order": "list comprehensions assigned to relations (gradually)",
+    "layout": "statements spread over two lines (at an operator, a bracket or a comma)",
 }
 
 
@@ -866,8 +867,6 @@ class ModelGen:
             if side == "src" and rel.src_single and any(
                     r2 is rel for r2, _, _ in self.top_edges):
                 continue
-            if side == "child" and rel.tgt_single is not None and rel.tgt_single and rel.rev is None:
-                pass
             impls = [im for im in maker.impls if (im.cond is None) != maybe]
             if not impls:
                 continue
@@ -879,10 +878,9 @@ class ModelGen:
                 continue
             if side == "child" and rel.tgt_single and self.impl_fills(rel):
                 continue
+            # the creator's end receives `count` values per instance
             single_here = rel.src_single if side in ("src", "rev") else rel.tgt_single
             count = 1 if single_here else self.r.randint(1, 2)
-            if side == "child" and (rel.rev is None or rel.tgt_single):
-                count = 1 if rel.tgt_single else count
             self.add_create_edges(makers, ctype)
             c = Creation(rel, side, ctype, count, self.new_code(), maybe)
             impl.creations.append(c)
@@ -933,8 +931,8 @@ class ModelGen:
         return list(ctors)
 
     def fill_seq_creation(self, rel: Rel):
-        """Top-level `for i in std::sequence(k)` (or a plain statement) creating children of one
-        top-level instance."""
+        """Top-level statements (a `for i in std::sequence(k)` or one constructor per child)
+        creating children of one top-level instance."""
         srcs = self.insts_of(rel.src)
         if not srcs or rel.src_single:
             return False
@@ -949,11 +947,10 @@ class ModelGen:
             c.count = 2
         self.top_creations.append((owner, c))
         lines = self.creation_lines(c, owner.var, None, owner_name=owner.name)
-        # force the sequence form at top level (names use {{i}})
-        if not lines[0].startswith("for"):
-            self.top.append(lines[:1] if len(lines) == 1 else lines)
-        else:
+        if lines[0].startswith("for"):
             self.top.append(lines)
+        else:
+            self.top += [[line] for line in lines]
         return True
 
     # ---------------------------------------------------------------- simulation
@@ -961,10 +958,6 @@ class ModelGen:
         """Enumerates every instance (top-level and created by implementations, assuming every
         conditional creation happens) and counts the values of each relation end."""
         deg = {}
-
-        def bump(rel, end, inst):
-            key = (rel.rid, end, inst.name)
-            deg[key] = deg.get(key, 0) + 1
 
         all_insts = list(self.insts)
         queue = list(self.insts)
@@ -1554,6 +1547,80 @@ class ModelGen:
         r.shuffle(stmts)
         self.top += stmts
 
+    def scn_gradual_web(self):
+        """A small random web of gradual writes between instances of one entity: relation
+        copies, loops feeding other relations (possibly each other), optional ends driving
+        `if`s and `when`s, conditional expressions, writes from implementations; then prints of
+        relation orders and counts (counts pull freezes, so some of these fail on purpose)."""
+        r = self.r
+        n = r.randint(3, 5)
+        g = [f"g{i}" for i in range(1, n + 1)]
+        self.defs("entity Gw:", "    string name", "    int k = 0", "end",
+                  "Gw.a [0:] -- Gw.ra [0:]", "Gw.b [0:] -- Gw", "Gw.o [0:1] -- Gw.ro [0:]")
+        impl_lines = []
+        if self.chance(0.5):
+            impl_lines.append(("gw_k", f"k == {r.randint(1, n)}", [f"self.b += {self.pick(g)}",
+                                                                     f"self.a += self.b"]))
+        if self.chance(0.5):
+            impl_lines.append(("gw_o", "o is defined", ["self.o.b += self", 'std::print("o {{name}} {{o.name}}")']))
+        if self.chance(0.3):
+            impl_lines.append(("gw_loop", "true", ["for e in self.ra:", "    e.b += self", "end"]))
+        for name, cond, body in impl_lines:
+            self.defs(f"implementation {name} for Gw:", *indent(body), "end",
+                      f"implement Gw using {name} when {cond}")
+        self.defs("implement Gw using std::none")
+        stmts = [[f'{x} = Gw(name="{x}", k={i + 1})'] for i, x in enumerate(g)]
+
+        def two():
+            return r.sample(g, 2)
+
+        for _ in range(r.randint(4, 9)):
+            x, y = two()
+            z = self.pick(g)
+            k = r.randint(0, 11 if "comprehension-order" in self.avoid else 13)
+            if k == 0:
+                st = [f"{x}.a += {y}"]
+            elif k == 1:
+                st = [f"{x}.a = [{y}, {z}]"]
+            elif k == 2:
+                st = [f"{x}.b += {y}.a"]
+            elif k == 3:
+                st = [f"for e in {x}.a:", f"    {y}.b += e", "end"]
+            elif k == 4:
+                st = [f"{y}.ra += {x}"]
+            elif k == 5:
+                st = [f"{x}.o = {y}"]
+            elif k == 6:
+                st = [f"if {x}.o is defined:", f"    {y}.a += {z}", "else:", f"    {y}.b += {z}", "end"]
+            elif k == 7:
+                st = [f"{x}.a += ({y}.k > {r.randint(0, 4)} ? {z} : [{y}, {x}])"]
+            elif k == 8:
+                st = [f"if {x}.k > {r.randint(0, 4)}:", f"    {y}.b += {x}", f"    {y}.a += {z}", "end"]
+            elif k == 9:
+                st = [f"for e in {x}.b:", f"    for f in e.a:", f"        {y}.b += f", "    end", "end"]
+            elif k == 10:
+                st = [f"Gw(name=\"{x}-n\", ra={x}, o={y})"]
+            elif k == 11:
+                st = [f"{x}.b = {y}.b"]
+            elif k == 12:
+                st = [f"{x}.a += [e for e in {y}.b if e.k > {r.randint(0, 3)}]"]
+            else:
+                st = [f"{x}.b += [e for e in {y}.a]"]
+            stmts.append(st)
+        for _ in range(r.randint(2, 4)):
+            x = self.pick(g)
+            k = r.randint(0, 4)
+            if k <= 1:
+                stmts.append([f"std::print([e.name for e in {x}.{self.pick(['a', 'b'])}])"])
+            elif k == 2:
+                stmts.append([f"for e in {x}.b:", f'    std::print("{x}.b has {{{{e.name}}}}")', "end"])
+            elif k == 3:
+                stmts.append([f"std::print({x}.o is defined)"])
+            else:
+                stmts.append([f"std::print(std::count({x}.{self.pick(['a', 'b', 'ra'])}))"])
+        r.shuffle(stmts)
+        self.top += stmts
+
     def scn_comprehensions(self):
         a = self.r.sample(["x", "y", "zz", "x"], 3)
         self.top.append([f'std::print([p + q for p in {json.dumps(a)} for q in ["1", "2"] if p != "y" or q == "1"])'])
@@ -1685,7 +1752,7 @@ class ModelGen:
         opts = ["double_set", "missing_attr", "type_mismatch", "missing_key", "cycle", "index_clash",
                 "optional_read", "freeze_cycle", "arity", "null_attr", "dict_key", "lower_bound",
                 "impl_double_set", "two_incomplete", "loop_double_set", "wrong_entity", "cond_not_bool",
-                "impl_type"]
+                "impl_type", "bad_operand"]
         self.r.shuffle(opts)
         for o in opts:
             if getattr(self, "err_" + o)():
@@ -1773,6 +1840,21 @@ class ModelGen:
             self.top.append([f'std::print({s.text} ? "a" : "b")'])
         else:
             self.top.append([f'std::print([x for x in ["a"] if {s.text}])'])
+        return True
+
+    def err_bad_operand(self):
+        """An operator applied to operands of the wrong type (a run-time TypingException or
+        RuntimeException located at the operator)."""
+        ints = [x.text for x in self.pool if x.typ == INT] or ["3"]
+        strs = [x.text for x in self.pool if x.typ == STR] or ['"s"']
+        i, s = self.pick(ints), self.pick(strs)
+        form = self.pick([f"{i} + {s}", f"{s} < {i}", f"{i} and true", f"not {s}", f"[{i}] + [{i}]",
+                          f"{s} - {s}", f"{i} or {i} > 1"])
+        stmt = f"{self.new_var('bad')} = {form}"
+        if "layout" not in self.avoid and self.chance(0.5):
+            self.top.append(self.split_layout(stmt))
+        else:
+            self.top.append([stmt])
         return True
 
     def err_double_set(self):
@@ -1966,8 +2048,45 @@ class ModelGen:
                 i, j = self.r.randrange(len(top)), self.r.randrange(len(top))
                 top[i], top[j] = top[j], top[i]
         for stmt in top:
+            if len(stmt) == 1 and "layout" not in self.avoid and self.chance(0.12):
+                stmt = self.split_layout(stmt[0])
             out += stmt
         return "\n".join(out) + "\n"
+
+    OPERATORS = [" + ", " - ", " * ", " and ", " or ", " == ", " != ", " > ", " < ", " >= ", " <= ", " ? ", " : "]
+
+    def split_layout(self, line: str) -> list:
+        """Spreads one statement over two lines at a binary operator or after an opening
+        bracket or a comma (newlines are not significant), outside string literals; error
+        locations must stay the same as the reference's."""
+        spots, quote, depth = [], None, 0
+        for i, ch in enumerate(line):
+            if quote:
+                if ch == "\\":
+                    continue
+                if ch == quote:
+                    quote = None
+                continue
+            if ch in "\"'":
+                quote = ch
+                continue
+            if ch in "([{":
+                depth += 1
+                spots.append(("after", i))
+            elif ch in ")]}":
+                depth -= 1
+            elif ch == ",":
+                spots.append(("after", i))
+            for op in self.OPERATORS:
+                if line.startswith(op, i):
+                    spots.append((self.pick(["before", "after"]), i + (0 if op == " : " else 0)))
+                    spots[-1] = (spots[-1][0], i if spots[-1][0] == "before" else i + len(op) - 1)
+        if not spots:
+            return [line]
+        where, i = self.pick(spots)
+        if where == "before":
+            return [line[:i], "    " + line[i + 1:]]
+        return [line[:i + 1].rstrip(), "    " + line[i + 1:].lstrip()]
 
     def render_implements(self, t: EType):
         lines = []
