@@ -126,6 +126,10 @@ class EType:
                 return a
         return None
 
+    def required_attrs(self) -> list:
+        """The attributes a constructor must give besides `name`: open ones without a default."""
+        return [a for a in self.attrs() if a.default is None and a.mode == "open" and a.name != "name"]
+
     def root_indexed(self) -> bool:
         return any(t.indexed for t in self.ancestors())
 
@@ -261,10 +265,14 @@ class ModelGen:
         target -> start_nodes would close a cycle). In chaos mode cycles are often allowed."""
         if self.chaos and self.chance(0.6):
             return False
+        return self.walk_finds(start_nodes, lambda n: n == target)
+
+    def walk_finds(self, start_nodes, found) -> bool:
+        """Whether a walk of the dependency graph from start_nodes meets a node `found` accepts."""
         seen, stack = set(), list(start_nodes)
         while stack:
             n = stack.pop()
-            if n == target:
+            if found(n):
                 return True
             if n in seen:
                 continue
@@ -495,21 +503,27 @@ class ModelGen:
                 no.body.append([f"self.{a.name} = {v2}"])
                 self.add_dep(node, cd | d1 | d2)
 
-    def self_rel_count(self, t: EType):
+    def pick_list_end(self, t: EType):
+        """A multi-valued relation end of t, picked at random: its attribute name and the
+        dependency node of its relation; None when t has none."""
         ends = [(rel, end) for rel, end in self.rels_from(t) if not self.end_single(rel, end)]
         if not ends:
             return None
         rel, end = self.pick(ends)
-        attr = rel.name if end == "src" else rel.rev
-        return f"std::count(self.{attr})", frozenset({("rel", rel.rid)})
+        return (rel.name if end == "src" else rel.rev), frozenset({("rel", rel.rid)})
+
+    def self_rel_count(self, t: EType):
+        picked = self.pick_list_end(t)
+        if picked is None:
+            return None
+        attr, dep = picked
+        return f"std::count(self.{attr})", dep
 
     def self_rel_names(self, t: EType):
-        ends = [(rel, end) for rel, end in self.rels_from(t) if not self.end_single(rel, end)]
-        if not ends:
+        picked = self.pick_list_end(t)
+        if picked is None:
             return None
-        rel, end = self.pick(ends)
-        attr = rel.name if end == "src" else rel.rev
-        dep = frozenset({("rel", rel.rid)})
+        attr, dep = picked
         if self.chance(0.3):
             return f'std::select(self.{attr}, "name")', dep
         return f"[c.name for c in self.{attr}]", dep
@@ -519,6 +533,13 @@ class ModelGen:
         return rel.src_single if end == "src" else rel.tgt_single
 
     # ---------------------------------------------------------------- expressions
+    def conditional(self, typ: str, srcs: list, depth: int):
+        """`(c ? a : b)` with operands of type typ, each at most depth deep."""
+        c, cd = self.bool_expr(srcs, depth)
+        a, ad = self.expr(typ, srcs, depth)
+        b, bd = self.expr(typ, srcs, depth)
+        return f"({c} ? {a} : {b})", cd | ad | bd
+
     def expr(self, typ: str, srcs: list, depth: int):
         """Returns (text, deps) of an expression of type typ built from srcs and constants."""
         r = self.r
@@ -548,10 +569,7 @@ class ModelGen:
                 s = r.choice(strs)
                 return f"std::length({s.text})", s.deps
             if k == 4:
-                c, cd = self.bool_expr(srcs, depth - 1)
-                a, ad = self.expr(INT, srcs, depth - 1)
-                b, bd = self.expr(INT, srcs, depth - 1)
-                return f"({c} ? {a} : {b})", cd | ad | bd
+                return self.conditional(INT, srcs, depth - 1)
             if same:
                 a, ad = self.expr(INT, srcs, depth - 1)
                 return f"{a} - {r.randint(1, 3)}", ad
@@ -578,10 +596,7 @@ class ModelGen:
                     return f'std::replace({a}, "a", "o")', ad
                 return f"std::{f}({a})", ad
             if k == 4:
-                c, cd = self.bool_expr(srcs, depth - 1)
-                a, ad = self.expr(STR, srcs, depth - 1)
-                b, bd = self.expr(STR, srcs, depth - 1)
-                return f"({c} ? {a} : {b})", cd | ad | bd
+                return self.conditional(STR, srcs, depth - 1)
             if same:
                 s = r.choice(same)
                 return s.text, s.deps
@@ -704,16 +719,7 @@ class ModelGen:
                 self.pool.append(Src(f'std::dict_keys({inst.var}.{a.name})', STRS, node_deps))
 
     def iattr_reads_rel(self, nodes):
-        seen, stack = set(), list(nodes)
-        while stack:
-            n = stack.pop()
-            if n[0] == "rel":
-                return True
-            if n in seen:
-                continue
-            seen.add(n)
-            stack.extend(self.graph.get(n, ()))
-        return False
+        return self.walk_finds(nodes, lambda n: n[0] == "rel")
 
     def impl_owner(self, t: EType, attr: str) -> str:
         for u in t.ancestors():
@@ -1790,8 +1796,7 @@ class ModelGen:
         return False
 
     def err_two_incomplete(self):
-        cands = [t for t in self.types if any(a.default is None and a.mode == "open" and a.name != "name"
-                                               for a in t.attrs())]
+        cands = [t for t in self.types if t.required_attrs()]
         if not cands:
             return False
         for k in range(2):
@@ -1871,22 +1876,26 @@ class ModelGen:
         return True
 
     def err_missing_attr(self):
-        cands = [t for t in self.types if any(a.default is None and a.mode == "open" and a.name != "name"
-                                               for a in t.attrs())]
+        cands = [t for t in self.types if t.required_attrs()]
         if not cands:
             return False
         t = self.pick(cands)
         self.top.append([f'{t.name}(name="incomplete")'])
         return True
 
-    def err_type_mismatch(self):
-        cands = self.open_attr_insts((INT, BOOL, STRS))
+    def override_attr(self, types, value):
+        """Gives an open attribute of one type in `types`, on some instance, `value` in its
+        constructor instead of the value the model had for it, wherever it was set."""
+        cands = self.open_attr_insts(types)
         if not cands:
             return False
         i, a = self.pick(cands)
-        i.kwargs = [k for k in i.kwargs if not k.startswith(a.name + "=")] + [f'{a.name}="wrong"']
+        i.kwargs = [k for k in i.kwargs if not k.startswith(a.name + "=")] + [f"{a.name}={value}"]
         i.late = [x for x in i.late if not x.startswith(f"{i.var}.{a.name} ")]
         return True
+
+    def err_type_mismatch(self):
+        return self.override_attr((INT, BOOL, STRS), '"wrong"')
 
     def err_missing_key(self):
         cands = [t for t in self.types if t.indexed]
@@ -1914,8 +1923,7 @@ class ModelGen:
         others = [u for u in self.types if u is not t and (u.is_a(t) or t.is_a(u)) and u.root_indexed()]
         if others and self.chance(0.5):
             u = self.pick(others)
-            args = [f'name="{i.name}"'] + [f"{a.name}={self.const(a.typ)}" for a in u.attrs()
-                                          if a.name != "name" and a.mode == "open" and a.default is None]
+            args = [f'name="{i.name}"'] + [f"{a.name}={self.const(a.typ)}" for a in u.required_attrs()]
             self.top.append([f"{u.name}({', '.join(args)})"])
             return True
         opens = [a for a in t.attrs() if a.name != "name" and a.mode == "open" and a.typ == INT]
@@ -1961,7 +1969,7 @@ class ModelGen:
                 for inst in self.insts:
                     if inst.etype.is_a(rel.src) and not rel.tgt_single:
                         ctor = self.pick(self.child_types(rel.tgt))
-                        if any(a.default is None and a.mode == "open" and a.name != "name" for a in ctor.attrs()):
+                        if ctor.required_attrs():
                             continue
                         news = ", ".join(f'{ctor.name}(name="{inst.name}-over{k}")' for k in range(4))
                         self.top.append([f"{inst.var}.{rel.name} += [{news}]"])
@@ -1969,13 +1977,7 @@ class ModelGen:
         return False
 
     def err_null_attr(self):
-        cands = self.open_attr_insts((INT, STR))
-        if not cands:
-            return False
-        i, a = self.pick(cands)
-        i.kwargs = [k for k in i.kwargs if not k.startswith(a.name + "=")] + [f"{a.name}=null"]
-        i.late = [x for x in i.late if not x.startswith(f"{i.var}.{a.name} ")]
-        return True
+        return self.override_attr((INT, STR), "null")
 
     def err_dict_key(self):
         cands = self.open_attr_insts((DICT,))
@@ -1989,8 +1991,7 @@ class ModelGen:
         for rel in self.rels:
             for end, typ, mult in (("src", rel.src, rel.mult_src), ("tgt", rel.tgt, rel.mult_tgt)):
                 if mult in ("[1]", "[1:]", "[2:]", "[1:2]", "[2:3]", "[1:3]"):
-                    need = [a for a in typ.attrs() if a.default is None and a.mode == "open" and a.name != "name"]
-                    args = [f'name="lonely"'] + [f"{a.name}={self.const(a.typ)}" for a in need]
+                    args = [f'name="lonely"'] + [f"{a.name}={self.const(a.typ)}" for a in typ.required_attrs()]
                     self.top.append([f"{typ.name}({', '.join(args)})"])
                     return True
         return False
