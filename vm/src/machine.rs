@@ -2524,14 +2524,11 @@ impl Machine {
         cause: EvalError,
         location: Option<Location>,
     ) -> EvalError {
-        let location = location.or_else(|| Some(self.last_location(inst)));
+        let location = location.unwrap_or_else(|| self.last_location(inst));
         // The reference wraps its own exceptions only; a raw Python error (a `RecursionError`)
         // escapes as it is. weft still says where.
         if !cause.kind.is_a(ErrorKind::CompilerException) {
-            return match location {
-                Some(at) => cause.at(at),
-                None => cause,
-            };
+            return cause.at(location);
         }
         let message = format!(
             "Could not set attribute `{}` on instance `{}`",
@@ -2539,7 +2536,7 @@ impl Machine {
             self.instance_display(inst)
         );
         let mut e = EvalError::wrap(ErrorKind::AttributeException, message, cause);
-        e.location = location;
+        e.location = Some(location);
         e
     }
 
@@ -2772,15 +2769,15 @@ impl Machine {
             ));
         }
         match value {
-            Value::List(items) => items.iter().try_for_each(|i| self.validate_literal(i, 1)),
-            Value::Dict(items) => items.iter().try_for_each(|(_, i)| self.validate_literal(i, 1)),
+            // The container itself is at depth 0; `p` accepted it, so it is no instance.
+            Value::List(_) | Value::Dict(_) => self.validate_literal(value, 0),
             _ => Ok(()),
         }
     }
 
-    /// Checks that a list or dict element holds no instance, at any depth. `depth` is how deep
-    /// the element is: past [`MAX_VALUE_DEPTH`] the check stops with the reference's
-    /// `RecursionError`. Without the bound, a chain of instances that each nest the previous
+    /// Checks that a value holds no instance, at any depth. `depth` is how deep the value is
+    /// in the attribute's value (its elements are one deeper): past [`MAX_VALUE_DEPTH`] the
+    /// check stops with the reference's `RecursionError`. Without the bound, a chain of instances that each nest the previous
     /// value one level deeper costs a walk of the whole value per instance: quadratic, hours
     /// for 200,000 instances. The reference's own recursive checks give up between 400 and
     /// 800 levels.
