@@ -38,6 +38,24 @@ pub fn lower(project: &Project<'_>, model: &Model<'_>) -> ir::Program {
     lowerer.out
 }
 
+/// The source an expression was lowered from. An operator's own location is its operator
+/// token, where its runtime errors point; a diagnostic about the whole expression covers its
+/// operands too.
+fn source_extent(program: &ir::Program, expr: ExprId) -> Location {
+    let own = program.expr(expr).location;
+    let covering = |a: ExprId, b: ExprId| {
+        let (a, b) = (source_extent(program, a), source_extent(program, b));
+        Location::new(own.file, own.span.to(a.span).to(b.span))
+    };
+    match program.expr(expr).kind {
+        ExprKind::Binary { lhs, rhs, .. } | ExprKind::And { lhs, rhs } | ExprKind::Or { lhs, rhs } => {
+            covering(lhs, rhs)
+        }
+        ExprKind::Not(inner) => covering(inner, inner),
+        _ => own,
+    }
+}
+
 /// Resolves the parameters `project.yml` declares (`weft: parameters:`) against the lowered
 /// program and records them in [`ir::Program::parameters`], in declaration order.
 ///
@@ -100,7 +118,7 @@ pub fn parameters(project: &Project<'_>, program: &mut ir::Program) -> Vec<Diagn
             diagnostics.push(
                 error(
                     format!("the default of parameter `{}` is not a constant", param.name),
-                    program.expr(value).location,
+                    source_extent(program, value),
                     "not a constant",
                 )
                 .with_label(param.location, "declared as a parameter here")
@@ -590,10 +608,13 @@ impl<'p, 'a> Lowerer<'p, 'a> {
                 return self.list_comp(ns, expr, element, fors, guards, lhs);
             }
             K::Not(e) => ExprKind::Not(self.expr(ns, e, None)),
-            K::Binary { op, lhs: l, rhs: r, .. } => {
+            K::Binary { op, op_span, lhs: l, rhs: r } => {
                 let a = self.expr(ns, l, None);
                 let b = self.expr(ns, r, None);
-                match op {
+                // The reference locates an operator's errors at the operator token, which
+                // differs from the left operand's line when the expression spans lines.
+                let location = self.loc(ns, *op_span);
+                let kind = match op {
                     ast::BinOp::And => ExprKind::And { lhs: a, rhs: b },
                     ast::BinOp::Or => ExprKind::Or { lhs: a, rhs: b },
                     ast::BinOp::NotIn => {
@@ -619,7 +640,8 @@ impl<'p, 'a> Lowerer<'p, 'a> {
                         lhs: a,
                         rhs: b,
                     },
-                }
+                };
+                return self.push_expr(kind, location);
             }
             K::Conditional { cond, then, otherwise } => {
                 let cond = self.expr(ns, cond, None);
