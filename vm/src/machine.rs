@@ -210,6 +210,10 @@ pub enum CellKind {
     Proxy,
     /// Where statements that produce no value put their result: accepts anything, keeps nothing.
     Sink,
+    /// A comprehension's loop variable, holding one element of its iterable
+    /// (`ListElementVariable`): a plain cell that also reports its element to a gradual
+    /// listener at once.
+    Element,
 }
 
 impl CellKind {
@@ -222,8 +226,7 @@ impl CellKind {
         CellKind::ListLiteral,
         CellKind::Proxy,
         CellKind::Sink,
-        // Three bits hold eight values; the eighth is never stored.
-        CellKind::Sink,
+        CellKind::Element,
     ];
 
     /// A relation end that takes elements gradually (`[0:1]` or multi-valued).
@@ -1588,7 +1591,13 @@ impl Machine {
     }
 
     fn plain_with(&mut self, value: Value, location: Option<Location>) -> CellId {
-        let id = self.new_cell(CellKind::Plain);
+        self.filled_cell(CellKind::Plain, value, location)
+    }
+
+    /// A new cell of a kind without providers (plain or element) that already has `value`.
+    fn filled_cell(&mut self, kind: CellKind, value: Value, location: Option<Location>) -> CellId {
+        debug_assert!(!kind.is_delayed());
+        let id = self.new_cell(kind);
         let c = &mut self.cells[id as usize];
         c.set_value(value);
         c.set_has_value(true);
@@ -2115,11 +2124,15 @@ impl Machine {
                 Ok(true)
             }
             CellKind::Proxy => Ok(false),
-            _ => {
-                // A plain cell holding a single element of a gradual list (a comprehension's
-                // loop variable) reports it at once; other plain cells do not listen.
-                Ok(false)
+            CellKind::Element => {
+                // The element reaches the listener now, before the task that reads the loop
+                // variable runs: the reference adds it to a relation in the same step that
+                // the comprehension receives it, ahead of statements queued meanwhile.
+                let value = self.cells[cell as usize].value_cloned().unwrap_or(Value::Null);
+                self.receive(collector, value, location)?;
+                Ok(true)
             }
+            CellKind::Plain | CellKind::Single | CellKind::Option | CellKind::Sink => Ok(false),
         }
     }
 
@@ -2285,7 +2298,7 @@ impl Machine {
         let kind = self.cells[cell as usize].kind();
         match kind {
             CellKind::Sink => Ok(()),
-            CellKind::Plain | CellKind::Single | CellKind::Proxy => {
+            CellKind::Plain | CellKind::Single | CellKind::Proxy | CellKind::Element => {
                 if self.cells[cell as usize].has_value() {
                     let old = self.cells[cell as usize].value_cloned().unwrap_or(Value::Null);
                     if !old.py_eq(&value) {
@@ -3474,7 +3487,7 @@ impl Machine {
         let (expr, scope, lhs) = (h.expr, h.scope, h.lhs);
         let Op::ListComp { element, var, guard, .. } = c.expr(expr).kind else { unreachable!() };
         let location = c.location(expr);
-        let element_cell = self.plain_with(value.clone(), Some(location));
+        let element_cell = self.filled_cell(CellKind::Element, value.clone(), Some(location));
         let value_scope = self.push_scope(Scope::Var { name: var, cell: element_cell, parent: scope });
         let result = self.new_cell(CellKind::Plain);
         self.comps[helper as usize].results.push(result);
