@@ -472,14 +472,7 @@ fn is_artifact(path: &std::path::Path) -> bool {
 fn evaluate(project: &ProjectArgs, inputs: &InputArgs, keep_model: bool) -> Result<Evaluated> {
     let started = std::time::Instant::now();
     let facts = match &inputs.facts {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| anyhow::anyhow!("cannot read the facts file {}: {e}", path.display()))?;
-            Some(
-                weft_runtime::plugins::Facts::from_json(&text)
-                    .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?,
-            )
-        }
+        Some(path) => Some(weft_runtime::plugins::Facts::load(path)?),
         None => None,
     };
     let (mut executable, sources, mut diagnostics, modules) = if is_artifact(&project.project) {
@@ -644,6 +637,11 @@ fn inspect(args: &InspectArgs) -> Result<ExitCode> {
 
 /// Writes a file through a temporary file in the same directory and a rename, so a reader
 /// (or a crash) never sees half of it.
+///
+/// An output that exists and is not a regular file (`-o /dev/null`, `-o /dev/stdout`, a
+/// named pipe) is written to directly: renaming over it would replace the device or the pipe
+/// with a file. A symbolic link is followed, so the file it points to is replaced and the link
+/// stays.
 fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
     write_atomically_with(path, |out: &mut dyn std::io::Write| out.write_all(bytes))
 }
@@ -654,6 +652,19 @@ fn write_atomically_with(
     content: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
 ) -> Result<()> {
     use anyhow::Context;
+    let cannot_write = |e: std::io::Error| anyhow::anyhow!("cannot write {}: {e}", path.display());
+    if let Ok(metadata) = std::fs::metadata(path)
+        && !metadata.is_file()
+    {
+        if metadata.is_dir() {
+            anyhow::bail!("cannot write {}: it is a directory", path.display());
+        }
+        let mut out = std::fs::OpenOptions::new().write(true).open(path).map_err(cannot_write)?;
+        return content(&mut out).map_err(cannot_write);
+    }
+    // Through a link, the file it points to is the one to replace.
+    let resolved = std::fs::canonicalize(path).ok();
+    let path = resolved.as_deref().unwrap_or(path);
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
     let name = path.file_name().context("the output path names no file")?.to_string_lossy();
     let temp = dir.join(format!(".{name}.weft-tmp-{}", std::process::id()));
@@ -665,7 +676,7 @@ fn write_atomically_with(
     };
     write().map_err(|e| {
         let _ = std::fs::remove_file(&temp);
-        anyhow::anyhow!("cannot write {}: {e}", path.display())
+        cannot_write(e)
     })
 }
 

@@ -204,6 +204,64 @@ fn damaged_and_foreign_files_are_refused_with_one_line() {
     }
 }
 
+/// An artifact streamed through a pipe (`weft run <(ssh host cat model.weft)`) runs as the
+/// file does; a stream of something else (`/dev/zero`) is refused after its first bytes.
+#[test]
+fn an_artifact_can_come_through_a_pipe() {
+    let scratch = Scratch::new("artifact", "pipe");
+    let artifact = build(&scratch, "project", "model.weft");
+    let facts = fixture().join("facts.json");
+    let facts = facts.to_str().expect("a UTF-8 path");
+    let from_file = succeeded(&weft(&scratch.0, &["run", "model.weft", "--facts", facts], &[]));
+    let pipe = scratch.path("model.pipe");
+    let status = Command::new("mkfifo").arg(&pipe).status().expect("mkfifo runs");
+    assert!(status.success());
+    let writer = {
+        let pipe = pipe.clone();
+        std::thread::spawn(move || {
+            let bytes = std::fs::read(artifact).expect("the artifact exists");
+            std::fs::write(pipe, bytes).expect("the pipe takes the artifact");
+        })
+    };
+    let from_pipe = succeeded(&weft(&scratch.0, &["run", "model.pipe", "--facts", facts], &[]));
+    writer.join().expect("the writer ends");
+    assert_eq!(from_pipe, from_file);
+    let zero = weft(&scratch.0, &["run", "/dev/zero"], &[]);
+    assert_eq!(zero.status.code(), Some(2));
+    assert!(text(&zero.stderr).contains("not a weft artifact"), "{}", text(&zero.stderr));
+}
+
+/// `-o` names where the bytes go, not a file to replace: a named pipe (as `/dev/null` or
+/// `/dev/stdout` would be) is written to and stays a pipe, and a symbolic link keeps pointing
+/// at the file that now holds the output.
+#[test]
+fn outputs_that_are_not_regular_files_are_written_to_not_replaced() {
+    let scratch = Scratch::new("artifact", "outputs");
+    let artifact = build(&scratch, "project", "model.weft");
+    let expected = std::fs::read(&artifact).expect("the artifact exists");
+    let pipe = scratch.path("out.pipe");
+    let status = Command::new("mkfifo").arg(&pipe).status().expect("mkfifo runs");
+    assert!(status.success());
+    let reader = {
+        let pipe = pipe.clone();
+        std::thread::spawn(move || std::fs::read(pipe).expect("the pipe can be read"))
+    };
+    succeeded(&weft(&scratch.0, &["build", "project", "-o", "out.pipe"], &[]));
+    assert_eq!(reader.join().expect("the reader ends"), expected);
+    use std::os::unix::fs::FileTypeExt;
+    assert!(std::fs::symlink_metadata(&pipe).expect("the pipe exists").file_type().is_fifo());
+
+    std::fs::write(scratch.path("real.weft"), b"old").expect("write a file");
+    std::os::unix::fs::symlink("real.weft", scratch.path("link.weft")).expect("make a link");
+    succeeded(&weft(&scratch.0, &["build", "project", "-o", "link.weft"], &[]));
+    assert!(std::fs::symlink_metadata(scratch.path("link.weft")).expect("the link exists").is_symlink());
+    assert_eq!(std::fs::read(scratch.path("real.weft")).expect("the file exists"), expected);
+
+    let into_directory = weft(&scratch.0, &["build", "project", "-o", "project"], &[]);
+    assert_eq!(into_directory.status.code(), Some(2));
+    assert!(text(&into_directory.stderr).contains("it is a directory"), "{}", text(&into_directory.stderr));
+}
+
 #[test]
 fn python_plugins_unpacked_for_a_run_are_removed_when_it_ends() {
     // A model whose plugin runs in Python: the artifact carries the module's Python code,

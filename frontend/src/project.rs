@@ -391,7 +391,7 @@ type Ahead<'s> = HashMap<String, Option<ParsedAhead<'s>>>;
 
 /// Reads a file as UTF-8, reporting where invalid bytes start (they are replaced, to go on).
 fn read_source(path: &Path) -> std::io::Result<(String, Option<usize>)> {
-    let bytes = std::fs::read(path)?;
+    let bytes = weft_ir::fs::read(path)?;
     match String::from_utf8(bytes) {
         Ok(text) => Ok((text, None)),
         Err(e) => {
@@ -436,7 +436,7 @@ impl<'a> Loader<'a> {
         let name_default = self.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let path = self.dir.join("project.yml");
         let mut config = ProjectConfig { name: name_default, ..ProjectConfig::default() };
-        let text = match std::fs::read_to_string(&path) {
+        let text = match weft_ir::fs::read_to_string(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 // A bare directory with a main.cf is a project with default settings, as the
@@ -660,10 +660,16 @@ impl<'a> Loader<'a> {
     fn load_all(&mut self) -> Vec<Namespace<'a>> {
         let main_path = self.dir.join("main.cf");
         let Some((main_file, main_ast)) = self.parse(&main_path, "main.cf".to_string()) else {
-            let what = if self.dir.is_dir() {
-                format!("{} contains no main.cf", self.dir.display())
-            } else {
+            let what = if !self.dir.is_dir() {
                 format!("{} is not a directory", self.dir.display())
+            } else {
+                // Reading again only to say why the first read failed: the failure path.
+                match weft_ir::fs::read(&main_path) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                        format!("cannot read {}: {e}", main_path.display())
+                    }
+                    _ => format!("{} contains no main.cf", self.dir.display()),
+                }
             };
             self.diagnostics.push(
                 Diagnostic::error(
@@ -872,9 +878,24 @@ impl<'a> Loader<'a> {
         if let Some(at) = import.at {
             d = d.at(at, format!("module `{module_name}` has no namespace `{sub}`"));
         }
-        let rel = sub.split("::").skip(1).collect::<Vec<_>>().join("/");
-        self.diagnostics
-            .push(d.with_note(format!("expected model/{rel}.cf or model/{rel}/_init.cf in module `{module_name}`")));
+        let path: Vec<&str> = sub.split("::").skip(1).collect();
+        // The file exists but could not be read (a named pipe, no permission): say so.
+        let module_info = self.modules[module].clone();
+        if let Some(NamespaceFile { display, source: FileSource::Disk(full) }) =
+            self.namespace_file(&module_info, &path)
+            && let Err(e) = weft_ir::fs::read(&full)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            self.diagnostics.push(d.with_note(format!("cannot read {display}: {e}")));
+            return;
+        }
+        let expected = if path.is_empty() {
+            "model/_init.cf".to_string()
+        } else {
+            let rel = path.join("/");
+            format!("model/{rel}.cf or model/{rel}/_init.cf")
+        };
+        self.diagnostics.push(d.with_note(format!("expected {expected} in module `{module_name}`")));
     }
 
     /// Finds a module by name, registering it on first use. `None` when it cannot be found (the
@@ -936,7 +957,7 @@ impl<'a> Loader<'a> {
             let module_dir = dir.join(name);
             let yml = module_dir.join("module.yml");
             if yml.is_file() {
-                let version = std::fs::read_to_string(&yml)
+                let version = weft_ir::fs::read_to_string(&yml)
                     .ok()
                     .and_then(|t| serde_norway::from_str::<serde_norway::Value>(&t).ok())
                     .and_then(|v| match v.get("version") {
@@ -1192,7 +1213,7 @@ fn collect_python_files(root: &Path, dir: &Path, skip: &[&str], out: &mut Vec<(S
             }
             collect_python_files(root, &path, skip, out);
         } else if rel.ends_with(".py")
-            && let Ok(text) = std::fs::read_to_string(&path)
+            && let Ok(text) = weft_ir::fs::read_to_string(&path)
         {
             out.push((rel, text));
         }
@@ -1207,7 +1228,7 @@ fn editable_roots(site: &Path) -> Vec<PathBuf> {
     for entry in entries.filter_map(Result::ok) {
         let path = entry.path();
         if path.extension().is_some_and(|e| e == "pth")
-            && let Ok(text) = std::fs::read_to_string(&path)
+            && let Ok(text) = weft_ir::fs::read_to_string(&path)
         {
             for line in text.lines() {
                 let line = line.trim();

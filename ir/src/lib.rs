@@ -5,12 +5,14 @@
 //! ([`diagnostic`]). The IR itself, its text form and the artifact container join this crate
 //! as the evaluator and artifact work lands.
 //!
-//! Architecture invariant: this crate depends on no other weft crate, performs no I/O and
-//! renders nothing; it only describes.
+//! Architecture invariant: this crate depends on no other weft crate and renders nothing; it
+//! only describes. Its one piece of I/O is [`fs`], the guarded reader of project files that the
+//! frontend and the runtime share.
 
 pub mod artifact;
 pub mod diagnostic;
 pub mod format_spec;
+pub mod fs;
 pub mod inputs;
 pub mod plugin;
 pub mod program;

@@ -16,11 +16,12 @@
 //! project or to a module, and there is no timestamp, so the same sources build the same
 //! bytes anywhere.
 
+use std::io::Read;
 use std::path::Path;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use weft_ir::artifact::{Artifact, ArtifactBuilder, ArtifactError, SectionKind, codec};
+use weft_ir::artifact::{Artifact, ArtifactBuilder, ArtifactError, MAGIC, SectionKind, codec};
 use weft_ir::program::Program;
 use weft_vm::bytecode::{AlignedBytes, Backing, CodeTables};
 use weft_vm::{CodeError, Executable};
@@ -149,7 +150,20 @@ pub fn load(path: &Path) -> Result<Loaded, LoadError> {
     let file = std::fs::File::open(path).map_err(io)?;
     let metadata = file.metadata().map_err(io)?;
     if !metadata.is_file() {
-        return Err(io(std::io::Error::other("not a regular file")));
+        // A pipe (`weft run <(ssh host cat model.weft)`) cannot be mapped: read what it gives,
+        // as much as a file may hold and no more.
+        if metadata.is_dir() {
+            return Err(io(std::io::Error::new(std::io::ErrorKind::InvalidInput, "a directory, not an artifact")));
+        }
+        // The magic comes first, so that a stream of something else (`/dev/zero`) is refused
+        // after eight bytes rather than after four gigabytes.
+        let mut stream = &file;
+        let mut bytes =
+            weft_ir::fs::read_bounded((&mut stream).take(MAGIC.len() as u64), MAGIC.len() as u64).map_err(io)?;
+        if bytes.len() == MAGIC.len() && bytes[..] == MAGIC[..] {
+            bytes.extend(weft_ir::fs::read_bounded(stream, weft_ir::fs::MAX_FILE_LEN).map_err(io)?);
+        }
+        return load_bytes(&bytes, &shown);
     }
     let backing: Arc<dyn Backing> = if metadata.len() == 0 {
         Arc::new(AlignedBytes::copy_from(&[]))

@@ -453,14 +453,13 @@ fn abspath(path: &Path) -> PathBuf {
 
 /// Reads a text file as Python's `open(path).read()` does: UTF-8, universal newlines.
 pub(crate) fn read_text(path: &Path) -> io::Result<String> {
-    decode_text(std::fs::read(path)?)
+    decode_text(weft_ir::fs::read(path)?)
 }
 
 /// Text from a file's bytes, as Python's `open(path).read()` decodes it. Invalid UTF-8 is the
 /// error `std::fs::read_to_string` gives, so messages are the same for both kinds of module.
 fn decode_text(bytes: Vec<u8>) -> io::Result<String> {
-    let text = String::from_utf8(bytes)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "stream did not contain valid UTF-8"))?;
+    let text = weft_ir::fs::utf8(bytes)?;
     Ok(if text.contains('\r') { text.replace("\r\n", "\n").replace('\r', "\n") } else { text })
 }
 
@@ -554,7 +553,7 @@ impl PythonWalker {
             if metadata.is_dir() {
                 self.walk(&path, &key, depth + 1)?;
             } else {
-                let bytes = std::fs::read(&path).map_err(io(&path))?;
+                let bytes = weft_ir::fs::read(&path).map_err(io(&path))?;
                 self.out.insert(key, bytes);
             }
         }
@@ -668,7 +667,7 @@ impl Walker {
             (path.to_path_buf(), metadata)
         };
         if metadata.is_file() {
-            let bytes = std::fs::read(&real).map_err(io)?;
+            let bytes = weft_ir::fs::read(&real).map_err(io)?;
             self.out.files.insert(key, bytes);
         } else if metadata.is_dir() {
             let canonical = std::fs::canonicalize(&real).map_err(io)?;

@@ -269,6 +269,9 @@ fn file_system_edge_cases() {
     let nothing: fn(&Scratch) = |_| {};
     let with_file: fn(&Scratch) = |s| std::fs::write(s.host("/f"), X).unwrap();
     let with_dir: fn(&Scratch) = |s| std::fs::create_dir(s.host("/d")).unwrap();
+    let with_pipe: fn(&Scratch) = |s| {
+        assert!(std::process::Command::new("mkfifo").arg(s.host("/p")).status().unwrap().success());
+    };
     let with_full_dir: fn(&Scratch) = |s| {
         std::fs::create_dir(s.host("/d")).unwrap();
         std::fs::write(s.host("/d/inner"), X).unwrap();
@@ -319,6 +322,8 @@ fn file_system_edge_cases() {
         case(nothing, purged(x_file("/f")), Status::Unchanged, None, &[]),
         case(with_full_dir, purged(directory("/d", None, &[])), Status::Changed, None, &[]),
         case(with_dir, x_file("/d"), Status::Failed, Some("<root>/d is a directory, not a file"), &["d"]),
+        // Comparing a pipe's content would wait for a writer that never comes.
+        case(with_pipe, x_file("/p"), Status::Failed, Some("<root>/p is a named pipe, not a file"), &["p"]),
         case(
             with_file,
             directory("/f", None, &[]),

@@ -65,3 +65,46 @@ fn projects_load_as_the_reference_loads_them() {
         insta::assert_snapshot!(describe(case));
     });
 }
+
+/// Files that cannot live in a repository: a named pipe or a device where the loader expects a
+/// source file. Reading one would block for ever or never end; the loader says what it found.
+#[test]
+fn special_files_are_refused_with_what_they_are() {
+    use weft_tests::scratch::Scratch;
+    let mkfifo = |path: &Path| {
+        let status = std::process::Command::new("mkfifo").arg(path).status().expect("mkfifo runs");
+        assert!(status.success());
+    };
+    let check = |name: &str, prepare: &dyn Fn(&Scratch), expected: &str| {
+        let scratch = Scratch::new("projects", name);
+        scratch.write("project/libs/mymod/module.yml", "name: mymod\nversion: 1.0.0\n");
+        prepare(&scratch);
+        let arena = bumpalo::Bump::new();
+        let (_, diagnostics) = load_project(&arena, &scratch.path("project"), &LoadOptions { python_env: None });
+        let said: Vec<String> = diagnostics
+            .iter()
+            .flat_map(|d| std::iter::once(d.message.clone()).chain(d.notes.iter().map(|n| n.message.clone())))
+            .map(|m| m.replace(&scratch.0.display().to_string(), "<case>"))
+            .collect();
+        assert!(said.iter().any(|m| m == expected), "{name}: expected {expected:?} in {said:#?}");
+    };
+    check(
+        "main-pipe",
+        &|s| mkfifo(&s.path("project/main.cf")),
+        "not an Inmanta project: cannot read <case>/project/main.cf: not a regular file but a named pipe",
+    );
+    check(
+        "main-zero",
+        &|s| std::os::unix::fs::symlink("/dev/zero", s.path("project/main.cf")).unwrap(),
+        "not an Inmanta project: cannot read <case>/project/main.cf: not a regular file but a character device",
+    );
+    check(
+        "module-pipe",
+        &|s| {
+            s.write("project/main.cf", "import mymod\n");
+            std::fs::create_dir_all(s.path("project/libs/mymod/model")).unwrap();
+            mkfifo(&s.path("project/libs/mymod/model/_init.cf"));
+        },
+        "cannot read libs/mymod/model/_init.cf: not a regular file but a named pipe",
+    );
+}

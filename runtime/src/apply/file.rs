@@ -92,8 +92,10 @@ impl Handler for FileHandler {
         }
         // Like the reference, the attributes are those of what a symlink points to.
         let metadata = std::fs::metadata(path).map_err(|e| ResourceError::io("inspect", path, e))?;
-        if metadata.is_dir() {
-            return Err(ResourceError::IsADirectory(path.clone()));
+        // Reading a named pipe or a device to compare its content could block or never end,
+        // and replacing one is not what a file resource means.
+        if !metadata.is_file() {
+            return Err(ResourceError::NotAFile { path: path.clone(), what: weft_ir::fs::describe(&metadata) });
         }
         let content =
             if desired.purged { ContentState::NotCompared } else { compare_content(desired, &metadata, ctx)? };

@@ -54,8 +54,9 @@ pub(super) enum ResourceError {
     NotASymlink(PathBuf),
     #[error("{0} already exists but is not a directory")]
     NotADirectory(PathBuf),
-    #[error("{0} is a directory, not a file")]
-    IsADirectory(PathBuf),
+    /// The path holds a directory, a named pipe, a device or a socket.
+    #[error("{} is {what}, not a file", path.display())]
+    NotAFile { path: PathBuf, what: &'static str },
     #[error("cannot parse the command: {0}")]
     CommandSyntax(#[from] super::shlex::SplitError),
     #[error("the command is empty")]

@@ -180,7 +180,7 @@ pub(crate) fn scan_registrations(module: &str, dir: &Path) -> Vec<Registration> 
     sources.sort();
     let mut out = Vec::new();
     for source in sources {
-        let Ok(text) = std::fs::read_to_string(&source) else { continue };
+        let Ok(text) = weft_ir::fs::read_to_string(&source) else { continue };
         let relative = source.strip_prefix(dir).unwrap_or(&source);
         let relative: Vec<String> =
             relative.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();

@@ -29,15 +29,17 @@ pub struct Facts {
     by_resource: Arc<HashMap<String, HashMap<String, Value>>>,
 }
 
+/// The longest facts file weft reads: far more than any inventory's facts, and a bound for a
+/// path that never ends.
+const MAX_FACTS_LEN: u64 = 256 << 20;
+
 /// Why a facts file was not accepted.
 #[derive(Debug, thiserror::Error)]
 pub enum FactsError {
-    #[error("cannot read {}: {source}", path.display())]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    /// The message includes the cause, so the cause is not also a `source`: a caller that
+    /// prints the chain would show it twice.
+    #[error("cannot read the facts file {}: {error}", path.display())]
+    Read { path: PathBuf, error: std::io::Error },
     /// Not JSON; `message` is serde_json's, without its position.
     #[error("line {line}, column {column}: {message}")]
     Syntax { line: usize, column: usize, message: String },
@@ -48,20 +50,17 @@ pub enum FactsError {
     #[error("{id:?} is not a resource id without version (type[agent,attribute=value])")]
     BadId { id: String },
     /// Any of the above in a file.
-    #[error("{}: {source}", path.display())]
-    InFile {
-        path: PathBuf,
-        #[source]
-        source: Box<FactsError>,
-    },
+    #[error("{}: {error}", path.display())]
+    InFile { path: PathBuf, error: Box<FactsError> },
 }
 
 impl Facts {
     /// Reads a facts file (see [`Facts::from_json`]); errors name the file.
     pub fn load(path: &Path) -> Result<Facts, FactsError> {
-        let text =
-            std::fs::read_to_string(path).map_err(|source| FactsError::Read { path: path.to_path_buf(), source })?;
-        Facts::from_json(&text).map_err(|e| FactsError::InFile { path: path.to_path_buf(), source: Box::new(e) })
+        let read_error = |error| FactsError::Read { path: path.to_path_buf(), error };
+        let bytes = weft_ir::fs::read_named(path, MAX_FACTS_LEN).map_err(read_error)?;
+        let text = weft_ir::fs::utf8(bytes).map_err(read_error)?;
+        Facts::from_json(&text).map_err(|e| FactsError::InFile { path: path.to_path_buf(), error: Box::new(e) })
     }
 
     /// Parses `{"<resource id>": {"<fact name>": <value>, ...}, ...}`.
