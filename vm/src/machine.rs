@@ -4580,6 +4580,21 @@ impl Machine {
         let p = self.prog();
         let entity = self.instances[inst as usize].entity;
         let implement = &p.entity(entity).implements[index as usize];
+        // An unconditional `implement` of implementations without statements (`std::none`)
+        // waits for nothing and emits nothing: its task would run later with no effect but
+        // recording the implementations, which nothing reads before the end of the
+        // evaluation. Recording them now spares a task per instance.
+        if implement.condition.is_none()
+            && implement.implementations.iter().all(|imp| p.block(p.implementations[imp.index()].body).stmts.is_empty())
+        {
+            let recorded = &mut self.instances[inst as usize].implementations;
+            for &imp in &implement.implementations {
+                if !recorded.contains(&imp) {
+                    recorded.push(imp);
+                }
+            }
+            return Ok(());
+        }
         // The condition sees the instance's attributes, then the `implement`'s namespace.
         let (reqs, scope) = match implement.condition {
             None => (Reqs::new(), 0),
