@@ -240,8 +240,8 @@ impl CellKind {
     }
 }
 
-/// A cell, laid out compactly: a model has about twenty per entity instance, so every byte
-/// here is twenty bytes per instance. Optional fields use sentinels instead of `Option`, the
+/// A cell, laid out compactly: a model has about sixteen per entity instance, so every byte
+/// here is sixteen bytes per instance. Optional fields use sentinels instead of `Option`, the
 /// small fields share one word (`packed`), and the waiter list lives in the machine's shared
 /// node arena (`WaitNodes`).
 pub struct Cell {
