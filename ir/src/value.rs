@@ -343,6 +343,12 @@ impl ArithOp {
 
 /// Python arithmetic on two values.
 pub fn arith(op: ArithOp, a: &Value, b: &Value) -> Result<Value, ValueError> {
+    arith_with(op, a, b, &Value::py_repr)
+}
+
+/// [`arith`], with `repr` rendering the operands its errors show (the evaluator names
+/// instances by entity and place, which only it knows).
+pub fn arith_with(op: ArithOp, a: &Value, b: &Value, repr: &dyn Fn(&Value) -> String) -> Result<Value, ValueError> {
     if op == ArithOp::Add {
         match (a, b) {
             (Value::Str(x), Value::Str(y)) => {
@@ -355,7 +361,7 @@ pub fn arith(op: ArithOp, a: &Value, b: &Value) -> Result<Value, ValueError> {
                 return Err(ValueError::Typing(format!(
                     "Can only concatenate str (not '{}' ({})) to str",
                     other.type_name(),
-                    other.py_repr()
+                    repr(other)
                 )));
             }
             _ => {}
@@ -366,9 +372,9 @@ pub fn arith(op: ArithOp, a: &Value, b: &Value) -> Result<Value, ValueError> {
             "Unsupported operand type(s) for {}: '{}' ({}) and '{}' ({})",
             op.name(),
             a.type_name(),
-            a.py_repr(),
+            repr(a),
             b.type_name(),
-            b.py_repr()
+            repr(b)
         )));
     }
     let float = matches!(a, Value::Float(_)) || matches!(b, Value::Float(_));

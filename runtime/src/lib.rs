@@ -131,6 +131,9 @@ pub fn to_diagnostic(program: &Program, error: EvalError) -> Diagnostic {
     if let Some(location) = error.location {
         d = d.at(location, "");
     }
+    for (location, message) in &error.labels {
+        d = d.with_label(*location, message.clone());
+    }
     if error.kind == ErrorKind::MemoryLimitException {
         d = d
             .with_note(

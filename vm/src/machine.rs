@@ -79,11 +79,21 @@ pub struct EvalErrorData {
     pub cause: Option<Box<EvalError>>,
     /// For an unset-value error raised by a plugin: the cell to wait for before retrying.
     pub unset: Option<CellId>,
+    /// Secondary places worth showing, with what to say there: the operands of an operator
+    /// whose error is located at the operator token.
+    pub labels: Vec<(Location, String)>,
 }
 
 impl EvalError {
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        EvalError(Box::new(EvalErrorData { kind, message: message.into(), location: None, cause: None, unset: None }))
+        EvalError(Box::new(EvalErrorData {
+            kind,
+            message: message.into(),
+            location: None,
+            cause: None,
+            unset: None,
+            labels: Vec::new(),
+        }))
     }
 
     /// The error's parts, owned.
@@ -2609,6 +2619,24 @@ impl Machine {
         format!("{} (instantiated at {})", self.program.entity(entity).name, locations.join(","))
     }
 
+    /// What an operand is, for the label under it in a diagnostic: its type as the language
+    /// names it (`null`, an entity's name), not Python's.
+    fn operand_type(&self, v: &Value) -> &str {
+        match v {
+            Value::Null => "null",
+            Value::Instance(i) => &self.program.entity(self.instances[*i as usize].entity).name,
+            other => other.type_name(),
+        }
+    }
+
+    /// Labels each operand of a failed operator with its type, under its whole source (an
+    /// operand that is itself an operation spans both of its own operands).
+    fn with_operand_labels(&self, mut error: EvalError, operands: &[(ExprId, &str)]) -> EvalError {
+        let c = self.code();
+        error.labels = operands.iter().map(|&(e, ty)| (operand_extent(&c, e), format!("`{ty}`"))).collect();
+        error
+    }
+
     /// Python `str()` of a value, instances as the reference prints them.
     pub fn display_value(&self, v: &Value) -> String {
         match v {
@@ -2870,7 +2898,7 @@ impl Machine {
             Op::Binary { op, lhs, rhs } => {
                 let a = sub(self, *lhs)?;
                 let b = sub(self, *rhs)?;
-                self.binary(*op, a, b)?
+                self.binary(*op, &a, &b)?
             }
             Op::And { lhs, rhs } | Op::Or { lhs, rhs } => {
                 let is_and = matches!(e.kind, Op::And { .. });
@@ -3699,12 +3727,14 @@ impl Machine {
                     return self.set_cell(target, result, location, true);
                 }
                 let Value::Bool(b) = result else {
-                    return Err(rt(format!(
+                    let error = rt(format!(
                         "Invalid left hand value `{}`: `{}` expects a boolean",
                         self.display_value(&result),
                         if is_and { "and" } else { "or" }
                     ))
-                    .at(location));
+                    .at(location);
+                    let operand_type = self.operand_type(&result);
+                    return Err(self.with_operand_labels(error, &[(lhs, operand_type)]));
                 };
                 if b != is_and {
                     self.set_cell(target, Value::Bool(b), location, true)
@@ -4196,7 +4226,10 @@ impl Machine {
             Op::Binary { op, lhs, rhs } => {
                 let a = self.eval(*lhs, values, scope)?;
                 let b = self.eval(*rhs, values, scope)?;
-                self.binary(*op, a, b).map_err(|e| e.at(location))?
+                self.binary(*op, &a, &b).map_err(|e| {
+                    let e = e.at(location);
+                    self.with_operand_labels(e, &[(*lhs, self.operand_type(&a)), (*rhs, self.operand_type(&b))])
+                })?
             }
             Op::List(items) => {
                 if let Some(v) = values.get(&Key::Expr(expr)) {
@@ -4371,14 +4404,14 @@ impl Machine {
         }
     }
 
-    fn binary(&self, op: BinOp, a: Value, b: Value) -> R<Value> {
+    fn binary(&self, op: BinOp, a: &Value, b: &Value) -> R<Value> {
         if op == BinOp::In {
             if matches!(a, Value::Unknown) || matches!(b, Value::Unknown) {
                 return Ok(Value::Unknown);
             }
-            return match &b {
+            return match b {
                 Value::List(items) => {
-                    if items.iter().any(|x| x.py_eq(&a)) {
+                    if items.iter().any(|x| x.py_eq(a)) {
                         Ok(Value::Bool(true))
                     } else if items.iter().any(|x| matches!(x, Value::Unknown)) {
                         Ok(Value::Unknown)
@@ -4386,7 +4419,7 @@ impl Machine {
                         Ok(Value::Bool(false))
                     }
                 }
-                Value::Dict(_) => Value::py_contains(&b, &a).map(Value::Bool).map_err(|e| self.value_error(e)),
+                Value::Dict(_) => Value::py_contains(b, a).map(Value::Bool).map_err(|e| self.value_error(e)),
                 other => Err(typing(format!(
                     "Operand two of 'in' can only be a list or dict ({})",
                     self.display_value(other)
@@ -4397,10 +4430,10 @@ impl Machine {
             return Ok(Value::Unknown);
         }
         match op {
-            BinOp::Eq => Ok(Value::Bool(a.py_eq(&b))),
-            BinOp::Ne => Ok(Value::Bool(!a.py_eq(&b))),
+            BinOp::Eq => Ok(Value::Bool(a.py_eq(b))),
+            BinOp::Ne => Ok(Value::Bool(!a.py_eq(b))),
             BinOp::Lt | BinOp::Gt | BinOp::Le | BinOp::Ge => {
-                let ord = a.py_compare(&b).map_err(|e| self.value_error(e))?;
+                let ord = a.py_compare(b).map_err(|e| self.value_error(e))?;
                 Ok(Value::Bool(match op {
                     BinOp::Lt => ord.is_lt(),
                     BinOp::Gt => ord.is_gt(),
@@ -4417,17 +4450,18 @@ impl Machine {
                     BinOp::Mod => ArithOp::Mod,
                     _ => ArithOp::Pow,
                 };
-                if let (Value::Reference(_), _) | (_, Value::Reference(_)) = (&a, &b) {
+                let repr = |v: &Value| v.repr_with("None", &|i| self.instance_display(i));
+                if let (Value::Reference(_), _) | (_, Value::Reference(_)) = (a, b) {
                     return Err(typing(format!(
                         "Unsupported operand type(s) for {}: '{}' ({}) and '{}' ({})",
                         aop.name(),
-                        python_type(&a),
-                        a.repr_with("None", &|i| self.instance_display(i)),
-                        python_type(&b),
-                        b.repr_with("None", &|i| self.instance_display(i))
+                        python_type(a),
+                        repr(a),
+                        python_type(b),
+                        repr(b)
                     )));
                 }
-                value::arith(aop, &a, &b).map_err(|e| self.value_error(e))
+                value::arith_with(aop, a, b, &repr).map_err(|e| self.value_error(e))
             }
         }
     }
@@ -4853,6 +4887,21 @@ impl Machine {
         let mut keys: Vec<(&String, &QueuedLookups)> = self.entities[entity.index()].index_queue.iter().collect();
         keys.sort_by_key(|(_, (order, _))| *order);
         keys.into_iter().flat_map(|(k, (_, ws))| ws.iter().map(move |(_, l)| (k.clone(), *l))).collect()
+    }
+}
+
+/// The source an instruction was lowered from. An operator is located at its operator token;
+/// its extent covers its operands too.
+fn operand_extent(c: &Code, expr: ExprId) -> Location {
+    let own = c.location(expr);
+    let covering = |a: ExprId, b: ExprId| {
+        let span = own.span.to(operand_extent(c, a).span).to(operand_extent(c, b).span);
+        Location::new(own.file, span)
+    };
+    match c.expr(expr).kind {
+        Op::Binary { lhs, rhs, .. } | Op::And { lhs, rhs } | Op::Or { lhs, rhs } => covering(lhs, rhs),
+        Op::Not(inner) => covering(inner, inner),
+        _ => own,
     }
 }
 
