@@ -120,6 +120,8 @@ error_kinds! {
     DependencyCycleException: CompilerException,
     /// Division or modulo by zero (a raw Python error in the reference).
     ZeroDivisionError: ZeroDivisionError,
+    /// A float out of range (a raw Python error in the reference).
+    OverflowError: OverflowError,
     /// A dataclass entity without a Python counterpart (a raw Python error in the reference).
     ModuleNotFoundError: ModuleNotFoundError,
     /// The export found a resource it cannot build (`inmanta.resources.ResourceException`).

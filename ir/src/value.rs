@@ -65,6 +65,9 @@ pub enum ValueError {
     Typing(String),
     /// Division or modulo by zero: a raw Python `ZeroDivisionError` in the reference.
     ZeroDivision(String),
+    /// A float out of range (an int too large to convert, a power too large): a raw Python
+    /// `OverflowError` in the reference.
+    Overflow(String),
 }
 
 impl Value {
@@ -333,10 +336,10 @@ impl ArithOp {
         match self {
             ArithOp::Add => "plus",
             ArithOp::Sub => "minus",
-            ArithOp::Mul => "multiply",
-            ArithOp::Div => "divide",
+            ArithOp::Mul => "multiplication",
+            ArithOp::Div => "division",
             ArithOp::Mod => "modulo",
-            ArithOp::Pow => "power",
+            ArithOp::Pow => "exponentiation",
         }
     }
 }
@@ -378,9 +381,11 @@ pub fn arith_with(op: ArithOp, a: &Value, b: &Value, repr: &dyn Fn(&Value) -> St
         )));
     }
     let float = matches!(a, Value::Float(_)) || matches!(b, Value::Float(_));
-    if float || op == ArithOp::Div {
-        let (x, y) = (a.as_f64().unwrap_or(f64::NAN), b.as_f64().unwrap_or(f64::NAN));
-        return float_arith(op, x, y, a, b);
+    if float {
+        return float_arith(op, to_float(a)?, to_float(b)?, a, b);
+    }
+    if op == ArithOp::Div {
+        return int_true_division(a, b);
     }
     let (x, y) = (a.as_bigint().unwrap_or_default(), b.as_bigint().unwrap_or_default());
     match op {
@@ -398,8 +403,7 @@ pub fn arith_with(op: ArithOp, a: &Value, b: &Value, repr: &dyn Fn(&Value) -> St
                 if x.is_zero() {
                     return Err(ValueError::ZeroDivision("0.0 cannot be raised to a negative power".into()));
                 }
-                let (xf, yf) = (a.as_f64().unwrap_or(f64::NAN), b.as_f64().unwrap_or(f64::NAN));
-                return Ok(Value::Float(xf.powf(yf)));
+                return float_arith(ArithOp::Pow, to_float(a)?, to_float(b)?, a, b);
             }
             let exp = y.to_u32().ok_or_else(|| ValueError::Typing("exponent too large".into()))?;
             if exp > 1 << 20 && x.abs() > BigInt::one() {
@@ -435,9 +439,81 @@ fn float_arith(op: ArithOp, x: f64, y: f64, a: &Value, b: &Value) -> Result<Valu
             if x == 0.0 && y < 0.0 {
                 return Err(ValueError::ZeroDivision("0.0 cannot be raised to a negative power".into()));
             }
-            x.powf(y)
+            let result = x.powf(y);
+            // Python's float power refuses a result out of range (multiplication just gives
+            // `inf`).
+            if result.is_infinite() && x.is_finite() && y.is_finite() {
+                return Err(ValueError::Overflow("(34, 'Numerical result out of range')".into()));
+            }
+            result
         }
     }))
+}
+
+/// An int (or bool, or float) as Python converts it for float arithmetic: an int too large for
+/// a float is an `OverflowError`, not infinity.
+fn to_float(v: &Value) -> Result<f64, ValueError> {
+    match v.as_f64() {
+        Some(f) if f.is_finite() || matches!(v, Value::Float(_)) => Ok(f),
+        Some(_) | None if matches!(v, Value::BigInt(_)) => {
+            Err(ValueError::Overflow("int too large to convert to float".into()))
+        }
+        other => Ok(other.unwrap_or(f64::NAN)),
+    }
+}
+
+/// Python's `/` on two ints: the exact quotient, rounded once to the nearest float, so that
+/// `10 ** 400 / 10 ** 399` is `10.0`; a quotient too large for a float is an `OverflowError`.
+fn int_true_division(a: &Value, b: &Value) -> Result<Value, ValueError> {
+    const EXACT: i64 = 1 << 53;
+    if let (Some(x), Some(y)) = (a.as_i64(), b.as_i64()) {
+        if y == 0 {
+            return Err(ValueError::ZeroDivision("division by zero".into()));
+        }
+        // Both convert exactly, so the float division rounds the exact quotient once.
+        if (-EXACT..=EXACT).contains(&x) && (-EXACT..=EXACT).contains(&y) {
+            return Ok(Value::Float(x as f64 / y as f64));
+        }
+    }
+    let (x, y) = (a.as_bigint().unwrap_or_default(), b.as_bigint().unwrap_or_default());
+    if y.is_zero() {
+        return Err(ValueError::ZeroDivision("division by zero".into()));
+    }
+    let negative = x.is_negative() != y.is_negative();
+    let (n, d) = (x.abs(), y.abs());
+    if n.is_zero() {
+        return Ok(Value::Float(if negative { -0.0 } else { 0.0 }));
+    }
+    // Scale so that the integer quotient has 55 or 56 significant bits, keep a sticky bit for
+    // a non-zero remainder, and let the conversion of that integer round to 53 bits: the
+    // sticky bit makes it round as the exact quotient would.
+    let shift = 55 - (n.bits() as i64 - d.bits() as i64);
+    let (num, den) = if shift >= 0 { (n << shift as u64, d) } else { (n, d << (-shift) as u64) };
+    let r = &num % &den;
+    let mut q = num / den;
+    if !r.is_zero() {
+        q |= BigInt::one();
+    }
+    let mantissa = q.to_u64().map_or(f64::INFINITY, |q| q as f64);
+    let magnitude = scale_by_power_of_two(mantissa, -shift);
+    if magnitude.is_infinite() {
+        return Err(ValueError::Overflow("integer division result too large for a float".into()));
+    }
+    Ok(Value::Float(if negative { -magnitude } else { magnitude }))
+}
+
+/// `x * 2^exp`, exact while the result is a normal float (in steps, as `2^exp` alone may not
+/// be representable).
+fn scale_by_power_of_two(mut x: f64, mut exp: i64) -> f64 {
+    while exp > 1000 {
+        x *= 2f64.powi(1000);
+        exp -= 1000;
+    }
+    while exp < -1000 {
+        x *= 2f64.powi(-1000);
+        exp += 1000;
+    }
+    x * 2f64.powi(exp as i32)
 }
 
 /// Python's `%` on ints: the result has the sign of the divisor.
@@ -632,6 +708,37 @@ mod tests {
         check(ArithOp::Add, &Value::str("a"), &Value::str("b"), "'ab'");
         assert_eq!(arith(ArithOp::Div, &i(1), &i(0)).unwrap_err(), ValueError::ZeroDivision("division by zero".into()));
         assert!(matches!(arith(ArithOp::Add, &Value::str("a"), &i(1)), Err(ValueError::Typing(_))));
+    }
+
+    /// `/` on ints is the exact quotient rounded once, whatever the size of the operands; a
+    /// float out of range is Python's `OverflowError`. Expectations from CPython 3.12.
+    #[test]
+    fn int_division_and_float_overflow_follow_python() {
+        let big = |e: u32| Value::int(BigInt::from(10).pow(e));
+        let two = |e: u32| Value::int(BigInt::from(2).pow(e));
+        let plus = |v: &Value, n: i64| arith(ArithOp::Add, v, &Value::Int(n)).unwrap();
+        let neg = |v: &Value| arith(ArithOp::Sub, &Value::Int(0), v).unwrap();
+        let check = |a: &Value, b: &Value, expected: &str| {
+            assert_eq!(arith(ArithOp::Div, a, b).unwrap().py_repr(), expected, "{a:?} / {b:?}");
+        };
+        check(&big(400), &big(399), "10.0");
+        check(&two(1100), &two(1000), "1.2676506002282294e+30");
+        check(&plus(&two(53), 1), &Value::Int(1), "9007199254740992.0");
+        check(&plus(&two(54), 3), &Value::Int(2), "9007199254740994.0");
+        check(&neg(&plus(&two(60), 1)), &Value::Int(3), "-3.843071682022823e+17");
+        check(&Value::Int(1), &big(400), "0.0");
+        check(&Value::Int(7), &neg(&two(70)), "-5.929230630780102e-21");
+        check(&Value::Int(1), &Value::Int(3), "0.3333333333333333");
+        let overflow = |op, a: &Value, b: &Value, message: &str| {
+            assert_eq!(arith(op, a, b).unwrap_err(), ValueError::Overflow(message.into()), "{op:?} {a:?} {b:?}");
+        };
+        overflow(ArithOp::Div, &big(400), &Value::Int(3), "integer division result too large for a float");
+        overflow(ArithOp::Add, &big(400), &Value::Float(1.5), "int too large to convert to float");
+        overflow(ArithOp::Mul, &big(400), &Value::Float(1.0), "int too large to convert to float");
+        overflow(ArithOp::Pow, &Value::Float(2.0), &Value::Int(1024), "(34, 'Numerical result out of range')");
+        overflow(ArithOp::Pow, &big(400), &Value::Int(-1), "int too large to convert to float");
+        // Multiplying floats gives infinity, as in Python.
+        assert_eq!(arith(ArithOp::Mul, &Value::Float(1e308), &Value::Float(10.0)).unwrap().py_repr(), "inf");
     }
 
     #[test]

@@ -4470,6 +4470,7 @@ impl Machine {
         match e {
             ValueError::Typing(m) => typing(m),
             ValueError::ZeroDivision(m) => EvalError::new(ErrorKind::ZeroDivisionError, m),
+            ValueError::Overflow(m) => EvalError::new(ErrorKind::OverflowError, m),
         }
     }
 

@@ -34,6 +34,7 @@ impl From<ValueError> for Stop {
         match e {
             ValueError::Typing(m) => Stop::Error(ErrorKind::TypingException, m),
             ValueError::ZeroDivision(m) => Stop::Error(ErrorKind::ZeroDivisionError, m),
+            ValueError::Overflow(m) => Stop::Error(ErrorKind::OverflowError, m),
         }
     }
 }
