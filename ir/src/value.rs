@@ -75,6 +75,11 @@ impl Value {
         Value::Str(Arc::from(s))
     }
 
+    /// The int a finite, integral float equals, exactly (`1e300` has 301 digits).
+    pub fn int_of_float(f: f64) -> Value {
+        Value::int(num_traits::FromPrimitive::from_f64(f).unwrap_or_default())
+    }
+
     pub fn int(i: BigInt) -> Value {
         match i.to_i64() {
             Some(v) => Value::Int(v),
@@ -432,8 +437,15 @@ fn float_arith(op: ArithOp, x: f64, y: f64, a: &Value, b: &Value) -> Result<Valu
             if y == 0.0 {
                 return Err(ValueError::ZeroDivision("float modulo".into()));
             }
+            // Python's float modulo: the sign of the divisor, also for a zero result.
             let r = x % y;
-            if r != 0.0 && (r < 0.0) != (y < 0.0) { r + y } else { r }
+            if r == 0.0 {
+                0f64.copysign(y)
+            } else if (r < 0.0) != (y < 0.0) {
+                r + y
+            } else {
+                r
+            }
         }
         ArithOp::Pow => {
             if x == 0.0 && y < 0.0 {
@@ -737,6 +749,12 @@ mod tests {
         overflow(ArithOp::Mul, &big(400), &Value::Float(1.0), "int too large to convert to float");
         overflow(ArithOp::Pow, &Value::Float(2.0), &Value::Int(1024), "(34, 'Numerical result out of range')");
         overflow(ArithOp::Pow, &big(400), &Value::Int(-1), "int too large to convert to float");
+        // A zero remainder takes the divisor's sign.
+        assert_eq!(arith(ArithOp::Mod, &big(20), &Value::Float(-2.5)).unwrap().py_repr(), "-0.0");
+        assert_eq!(arith(ArithOp::Mod, &Value::Float(0.0), &Value::Int(-1)).unwrap().py_repr(), "-0.0");
+        // An integral float converts to the int it equals, exactly.
+        assert_eq!(Value::int_of_float(2f64.powi(100)).py_repr(), "1267650600228229401496703205376");
+        assert_eq!(Value::int_of_float(1e300).py_repr().len(), 301);
         // Multiplying floats gives infinity, as in Python.
         assert_eq!(arith(ArithOp::Mul, &Value::Float(1e308), &Value::Float(10.0)).unwrap().py_repr(), "inf");
     }

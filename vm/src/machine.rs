@@ -4339,9 +4339,8 @@ impl Machine {
                     format!("Encountered reference in string format for variable `{}`. This is not supported.", name()),
                 ));
             }
-            Value::Float(f) if f.fract() == 0.0 && f.is_finite() => {
-                Some(Value::int(num_bigint::BigInt::from(f as i128)))
-            }
+            // An integral float shows as the int it equals, exactly: `1e300` has 301 digits.
+            Value::Float(f) if f.fract() == 0.0 && f.is_finite() => Some(Value::int_of_float(f)),
             other => Some(other),
         })
     }
@@ -5064,7 +5063,7 @@ fn cast(p: Primitive, args: &[Value]) -> R<Value> {
                 if !f.is_finite() {
                     return Err(fail());
                 }
-                Value::int(num_bigint::BigInt::from(f.trunc() as i128))
+                Value::int_of_float(f.trunc())
             }
             Value::Str(s) => match s.trim().parse::<num_bigint::BigInt>() {
                 Ok(i) => Value::int(i),
