@@ -8,9 +8,13 @@ the reference's own formatting). Expressions that Python itself cannot evaluate 
 zero, complex results, overflow, infinities) are left out, so one model holds hundreds of
 expressions and one reference run checks them all.
 
+With `--formats`, the models print f-strings instead (`f"{v:SPEC}"`), each with a random
+format specification that Python accepts for the value: fill, alignment, sign, `#`, zero
+padding, width, grouping, precision and type.
+
 Usage:
-  num-fuzz.py --seed S --count N --out DIR [--expressions 150]
-      writes DIR/num_<S>_<i>/main.cf for i in 0..N
+  num-fuzz.py --seed S --count N --out DIR [--expressions 150] [--formats]
+      writes DIR/num_<S>_<i>/main.cf (DIR/fmt_<S>_<i> with --formats) for i in 0..N
 then record and compare, as for tools/eval-fuzz.py:
   INMANTA_REF_VENV=... python3 ../shared/tools/oracle.py DIR/num_*
   python3 tools/eval-fuzz.py --check DIR/num_* --weft target/release/weft
@@ -57,6 +61,57 @@ def python_value(text: str):
     return value
 
 
+VALUES = ["0", "1", "(-7)", "42", "1000000", "(2 ** 70)", "0.5", "(-2.25)", "3.14159", "1234.5678",
+          "0.0001", "100.0", "(1 / 3)", "true", "false", '"ab"', '""', '"weft"']
+
+
+def format_spec(r: random.Random) -> str:
+    """A random format specification: [[fill]align][sign][z][#][0][width][grouping][.precision][type]."""
+    spec = ""
+    if r.random() < 0.4:
+        spec += (r.choice("*-_ 0x") if r.random() < 0.5 else "") + r.choice("<>^=")
+    if r.random() < 0.3:
+        spec += r.choice("+- ")
+    if r.random() < 0.15:
+        spec += "#"
+    if r.random() < 0.2:
+        spec += "0"
+    if r.random() < 0.5:
+        spec += str(r.randint(0, 12))
+    if r.random() < 0.2:
+        spec += r.choice(",_")
+    if r.random() < 0.4:
+        spec += "." + str(r.randint(0, 8))
+    if r.random() < 0.6:
+        spec += r.choice("bcdeEfFgGnosxX%")
+    return spec
+
+
+def python_format(value_text: str, spec: str):
+    try:
+        value = eval(value_text.replace("true", "True").replace("false", "False"), {})
+        # The reference formats a float with an integral value as the int it equals.
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        return format(value, spec)
+    except Exception:
+        return None
+
+
+def format_model(seed: int, index: int, count: int) -> str:
+    r = random.Random(f"num-fuzz-format:{seed}:{index}")
+    lines = []
+    k = 0
+    while k < count:
+        value, spec = r.choice(VALUES), format_spec(r)
+        if python_format(value, spec) is None or "{" in spec or "}" in spec:
+            continue
+        lines.append(f"f{k} = {value}")
+        lines.append(f'std::print(f"[{k}] {{f{k}:{spec}}}|")')
+        k += 1
+    return "\n".join(lines) + "\n"
+
+
 def model(seed: int, index: int, count: int) -> str:
     r = random.Random(f"num-fuzz:{seed}:{index}")
     lines = []
@@ -80,12 +135,14 @@ def main() -> None:
     parser.add_argument("--count", type=int, required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--expressions", type=int, default=150)
+    parser.add_argument("--formats", action="store_true", help="f-strings with random format specifications instead")
     args = parser.parse_args()
     for i in range(args.count):
-        case = os.path.join(args.out, f"num_{args.seed}_{i}")
+        case = os.path.join(args.out, f"{'fmt' if args.formats else 'num'}_{args.seed}_{i}")
         os.makedirs(case, exist_ok=True)
         with open(os.path.join(case, "main.cf"), "w") as f:
-            f.write(model(args.seed, i, args.expressions))
+            make = format_model if args.formats else model
+            f.write(make(args.seed, i, args.expressions))
     print(f"wrote {args.count} models to {args.out}")
 
 

@@ -158,17 +158,42 @@ pub fn format_str(text: &str, spec: &str) -> Result<String, FormatError> {
     Ok(pad(&body, "", &s, '<'))
 }
 
-/// Inserts a separator every `every` digits from the right.
-fn group(digits: &str, sep: char, every: usize) -> String {
-    let chars: Vec<char> = digits.chars().collect();
-    let mut out = String::new();
-    for (i, c) in chars.iter().enumerate() {
-        if i > 0 && (chars.len() - i).is_multiple_of(every) {
-            out.push(sep);
+/// Inserts a separator every `every` digits from the right, as Python does, widening the
+/// digits with zeros to at least `min_width` characters, separators included: Python's zero
+/// padding of a grouped number is grouped too (`format(42, '07_')` is `000_042`), and a
+/// separator never comes first (`format(0, '04_')` is `0_000`).
+fn group(digits: &str, sep: char, every: usize, min_width: usize) -> String {
+    let digits: Vec<char> = digits.chars().collect();
+    let (mut remaining, mut min_width) = (digits.len(), min_width as isize);
+    let mut groups: Vec<String> = Vec::new();
+    loop {
+        let wanted = (remaining as isize).max(min_width).max(1) as usize;
+        let length = every.min(wanted);
+        let taken = remaining.min(length);
+        let mut group = "0".repeat(length - taken);
+        group.extend(&digits[remaining - taken..remaining]);
+        groups.push(group);
+        remaining -= taken;
+        min_width -= every as isize;
+        if remaining == 0 && min_width <= 0 {
+            break;
         }
-        out.push(*c);
+        min_width -= 1;
     }
-    out
+    groups.reverse();
+    groups.join(&sep.to_string())
+}
+
+/// The width the grouped digits must fill: Python pads a grouped number with grouped zeros when
+/// the padding goes between the sign and the digits as zeros (the `0` flag, or fill `0` with
+/// `=` alignment); `others` is the length of everything else (sign, prefix, fraction).
+fn zero_padded_width(s: &Spec, others: usize) -> usize {
+    let zeros_after_sign = match (s.fill, s.align) {
+        (fill, Some('=')) => fill.unwrap_or(if s.zero { '0' } else { ' ' }) == '0',
+        (_, None) => s.zero,
+        _ => false,
+    };
+    if zeros_after_sign { s.width.saturating_sub(others) } else { 0 }
 }
 
 fn sign_prefix(negative: bool, s: &Spec) -> &'static str {
@@ -201,18 +226,22 @@ pub fn format_int(i: &BigInt, spec: &str) -> Result<String, FormatError> {
                 class: "OverflowError",
                 message: "%c arg not in range(0x110000)".into(),
             })?;
-            return Ok(pad(&c.to_string(), "", &s, '<'));
+            // A character from an int is still a number: right-aligned by default.
+            return Ok(pad(&c.to_string(), "", &s, '>'));
         }
         other => return Err(FormatError::value(format!("Unknown format code '{other}' for object of type 'int'"))),
-    };
-    let digits = match s.grouping {
-        Some(sep) => group(&digits, sep, if matches!(kind, 'd' | 'n') { 3 } else { 4 }),
-        None => digits,
     };
     let mut prefix = sign_prefix(i.is_negative() && !i.is_zero(), &s).to_string();
     if s.alternate {
         prefix.push_str(radix_prefix);
     }
+    let digits = match s.grouping {
+        Some(sep) => {
+            let every = if matches!(kind, 'd' | 'n') { 3 } else { 4 };
+            group(&digits, sep, every, zero_padded_width(&s, prefix.chars().count()))
+        }
+        None => digits,
+    };
     Ok(pad(&digits, &prefix, &s, '>'))
 }
 
@@ -294,7 +323,13 @@ pub fn format_float(x: f64, spec: &str) -> Result<String, FormatError> {
                 f
             }
             Some('g' | 'G' | 'n') => general(a, s.precision.unwrap_or(6), s.alternate, upper, false),
-            Some('%') => format!("{:.*}%", s.precision.unwrap_or(6), a * 100.0),
+            Some('%') => {
+                let mut f = format!("{:.*}", s.precision.unwrap_or(6), a * 100.0);
+                if s.alternate && !f.contains('.') {
+                    f.push('.');
+                }
+                f + "%"
+            }
             Some(other) => {
                 return Err(FormatError::value(format!("Unknown format code '{other}' for object of type 'float'")));
             }
@@ -304,7 +339,8 @@ pub fn format_float(x: f64, spec: &str) -> Result<String, FormatError> {
         && a.is_finite()
     {
         let end = body.find(|c: char| !c.is_ascii_digit()).unwrap_or(body.len());
-        body = format!("{}{}", group(&body[..end], sep, 3), &body[end..]);
+        let others = sign_prefix(negative, &s).len() + body[end..].chars().count();
+        body = format!("{}{}", group(&body[..end], sep, 3, zero_padded_width(&s, others)), &body[end..]);
     }
     Ok(pad(&body, sign_prefix(negative, &s), &s, '>'))
 }
@@ -317,6 +353,18 @@ mod tests {
     fn format_specs_follow_python() {
         let cases: &[(&str, Value, &str)] = &[
             ("", Value::Float(1.0), "1.0"),
+            // Zero padding of a grouped number is grouped too; a separator never comes first.
+            ("=+07_d", Value::Int(42), "+00_042"),
+            ("06_", Value::Float(0.5), "0_000.5"),
+            ("08_", Value::Int(0), "0_000_000"),
+            ("0=#7_x", Value::Int(0), "0x0_0000"),
+            ("015,", Value::Int(1234567), "000,001,234,567"),
+            ("012,.1f", Value::Float(-1234.5), "-0,001,234.5"),
+            ("#012_b", Value::Int(255), "0b0_1111_1111"),
+            ("*=10,", Value::Int(1234), "*****1,234"),
+            ("#.0%", Value::Int(42), "4200.%"),
+            ("3c", Value::Int(42), "  *"),
+            ("04c", Value::Int(42), "000*"),
             (".2f", Value::Float(1.23456), "1.23"),
             (">8.3f", Value::Float(-1.23456), "  -1.235"),
             ("08.3f", Value::Float(-1.23456), "-001.235"),
