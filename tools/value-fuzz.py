@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Random arithmetic for differential testing of weft's numbers against the reference.
+"""Random numbers, format specifications and values: differential models for the reference.
 
 Writes models made of many random arithmetic expressions over ints (small, at the edges of
 64 bits, and beyond), floats and booleans, with `+ - * / % **`, each printed twice: as a list
@@ -12,9 +12,13 @@ With `--formats`, the models print f-strings instead (`f"{v:SPEC}"`), each with 
 format specification that Python accepts for the value: fill, alignment, sign, `#`, zero
 padding, width, grouping, precision and type.
 
+With `--values`, the models hold random nested values (scalars, lists, dicts; strings with
+quotes, escapes and non-ASCII letters) and print each as a list element, through string
+interpolation and through an f-string with and without `!r`.
+
 Usage:
-  num-fuzz.py --seed S --count N --out DIR [--expressions 150] [--formats]
-      writes DIR/num_<S>_<i>/main.cf (DIR/fmt_<S>_<i> with --formats) for i in 0..N
+  value-fuzz.py --seed S --count N --out DIR [--expressions 150] [--formats | --values]
+      writes DIR/num_<S>_<i>/main.cf (fmt_ with --formats, val_ with --values) for i in 0..N
 then record and compare, as for tools/eval-fuzz.py:
   INMANTA_REF_VENV=... python3 ../shared/tools/oracle.py DIR/num_*
   python3 tools/eval-fuzz.py --check DIR/num_* --weft target/release/weft
@@ -99,7 +103,7 @@ def python_format(value_text: str, spec: str):
 
 
 def format_model(seed: int, index: int, count: int) -> str:
-    r = random.Random(f"num-fuzz-format:{seed}:{index}")
+    r = random.Random(f"value-fuzz-format:{seed}:{index}")
     lines = []
     k = 0
     while k < count:
@@ -112,8 +116,35 @@ def format_model(seed: int, index: int, count: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+SCALARS = ["0", "(-3)", "1000", "(2 ** 70)", "0.5", "(-2.25)", "(1 / 3)", "100.0", "(10 ** 16 * 1.0)",
+           "true", "false", "null", '"ab"', '""', '"it\'s"', '"say \\"hi\\""', '"tab\\there"', '"né"']
+
+
+def value_text(r: random.Random, depth: int) -> str:
+    """A random value literal: scalars, lists and dicts, nested."""
+    k = r.random()
+    if depth <= 0 or k < 0.5:
+        return r.choice(SCALARS)
+    if k < 0.75:
+        # Lists in a list literal are flattened; keep nested lists inside dicts.
+        return "[" + ", ".join(value_text(r, 0) for _ in range(r.randint(0, 3))) + "]"
+    keys = r.sample(["a", "b", "k1", "x y"], r.randint(0, 3))
+    return "{" + ", ".join(f'"{key}": {value_text(r, depth - 1)}' for key in keys) + "}"
+
+
+def values_model(seed: int, index: int, count: int) -> str:
+    r = random.Random(f"value-fuzz-values:{seed}:{index}")
+    lines = []
+    for k in range(count):
+        lines.append(f"w{k} = {value_text(r, 2)}")
+        lines.append(f"std::print([{k}, w{k}])")
+        lines.append(f'std::print("i{k}={{{{w{k}}}}}")')
+        lines.append(f'std::print(f"f{k}={{w{k}}}|{{w{k}!r}}")')
+    return "\n".join(lines) + "\n"
+
+
 def model(seed: int, index: int, count: int) -> str:
-    r = random.Random(f"num-fuzz:{seed}:{index}")
+    r = random.Random(f"value-fuzz:{seed}:{index}")
     lines = []
     k = 0
     while k < count:
@@ -135,13 +166,15 @@ def main() -> None:
     parser.add_argument("--count", type=int, required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--expressions", type=int, default=150)
-    parser.add_argument("--formats", action="store_true", help="f-strings with random format specifications instead")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--formats", action="store_true", help="f-strings with random format specifications instead")
+    mode.add_argument("--values", action="store_true", help="nested values printed every way instead")
     args = parser.parse_args()
+    kind, make = ("fmt", format_model) if args.formats else ("val", values_model) if args.values else ("num", model)
     for i in range(args.count):
-        case = os.path.join(args.out, f"{'fmt' if args.formats else 'num'}_{args.seed}_{i}")
+        case = os.path.join(args.out, f"{kind}_{args.seed}_{i}")
         os.makedirs(case, exist_ok=True)
         with open(os.path.join(case, "main.cf"), "w") as f:
-            make = format_model if args.formats else model
             f.write(make(args.seed, i, args.expressions))
     print(f"wrote {args.count} models to {args.out}")
 
