@@ -2,7 +2,8 @@
 """Random numbers, format specifications and values: differential models for the reference.
 
 Writes models made of many random arithmetic expressions over ints (small, at the edges of
-64 bits, and beyond), floats and booleans, with `+ - * / % **`, each printed twice: as a list
+64 bits, and beyond), floats and booleans, with `+ - * / % **` (some of them compared or
+tested for membership), each printed twice: as a list
 (`std::print([k, vk])`, Python's `repr`) and through string interpolation (`"sk={{vk}}"`,
 the reference's own formatting). Expressions that Python itself cannot evaluate (division by
 zero, complex results, overflow, infinities) are left out, so one model holds hundreds of
@@ -38,7 +39,9 @@ ATOMS = [
     "9007199254740993",
 ]
 OPERATORS = ["+", "-", "*", "/", "%", "**"]
-EXPONENTS = ["0", "1", "2", "3", "(-1)", "(-2)", "0.5", "2.0", "10"]
+# No fractional exponent: a negative base would make a complex number, which the reference
+# refuses in any further arithmetic and weft does not have (ARCHITECTURE.md).
+EXPONENTS = ["0", "1", "2", "3", "(-1)", "(-2)", "2.0", "10"]
 
 
 def expression(r: random.Random, depth: int) -> str:
@@ -149,6 +152,13 @@ def model(seed: int, index: int, count: int) -> str:
     k = 0
     while k < count:
         text = expression(r, r.randint(1, 3))
+        if r.random() < 0.3:
+            # Comparisons and membership across ints, big ints, floats and booleans.
+            other = expression(r, r.randint(0, 2))
+            if r.random() < 0.2:
+                text = f"({text} in [{other}, {expression(r, 0)}])"
+            else:
+                text = f"({text} {r.choice(['==', '!=', '<', '>', '<=', '>='])} {other})"
         if python_value(text) is None:
             continue
         lines.append(f"v{k} = {text}")
