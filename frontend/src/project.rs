@@ -385,9 +385,9 @@ struct ParsedAhead<'s> {
     diagnostics: Vec<Diagnostic>,
 }
 
-/// Files parsed ahead and not taken by the work list yet, by display name; `None` for a file
-/// that could not be read.
-type Ahead<'s> = HashMap<String, Option<ParsedAhead<'s>>>;
+/// Files parsed ahead and not taken by the work list yet, by display name; the read error for a
+/// file that could not be read.
+type Ahead<'s> = HashMap<String, std::io::Result<ParsedAhead<'s>>>;
 
 /// Reads a file as UTF-8, reporting where invalid bytes start (they are replaced, to go on).
 fn read_source(path: &Path) -> std::io::Result<(String, Option<usize>)> {
@@ -403,17 +403,17 @@ fn read_source(path: &Path) -> std::io::Result<(String, Option<usize>)> {
 
 /// Reads and parses one file into `arena` with an interner of its own: the part of loading a
 /// file that does not need the project's arena, interner or source map, so that it can run
-/// on any thread. `None` when the file cannot be read.
-fn parse_ahead<'s>(arena: &'s Bump, file: &NamespaceFile) -> Option<ParsedAhead<'s>> {
+/// on any thread. The read error when the file cannot be read.
+fn parse_ahead<'s>(arena: &'s Bump, file: &NamespaceFile) -> std::io::Result<ParsedAhead<'s>> {
     let (text, invalid_utf8_at) = match &file.source {
         FileSource::Embedded(text) => (text.to_string(), None),
-        FileSource::Disk(path) => read_source(path).ok()?,
+        FileSource::Disk(path) => read_source(path)?,
     };
     let source = SourceFile::new(file.display.clone(), text.as_str());
     let text: &'s str = arena.alloc_str(&text);
     let mut interner = Interner::new();
     let out = parse_file(arena, text, AHEAD_FILE, &mut interner);
-    Some(ParsedAhead { source, invalid_utf8_at, tree: out.file, interner, diagnostics: out.diagnostics })
+    Ok(ParsedAhead { source, invalid_utf8_at, tree: out.file, interner, diagnostics: out.diagnostics })
 }
 
 impl<'a> Loader<'a> {
@@ -604,12 +604,9 @@ impl<'a> Loader<'a> {
     }
 
     /// Parses one file into the arena, registering it in the source map.
-    fn parse(&mut self, path: &Path, display: String) -> Option<(FileId, ast::File<'a>)> {
-        let (text, invalid_at) = match read_source(path) {
-            Ok(r) => r,
-            Err(_) => return None,
-        };
-        Some(self.parse_text(&text, display, invalid_at))
+    fn parse(&mut self, path: &Path, display: String) -> std::io::Result<(FileId, ast::File<'a>)> {
+        let (text, invalid_at) = read_source(path)?;
+        Ok(self.parse_text(&text, display, invalid_at))
     }
 
     fn parse_text(&mut self, text: &str, display: String, invalid_utf8_at: Option<usize>) -> (FileId, ast::File<'a>) {
@@ -659,27 +656,26 @@ impl<'a> Loader<'a> {
 
     fn load_all(&mut self) -> Vec<Namespace<'a>> {
         let main_path = self.dir.join("main.cf");
-        let Some((main_file, main_ast)) = self.parse(&main_path, "main.cf".to_string()) else {
-            let what = if !self.dir.is_dir() {
-                format!("{} is not a directory", self.dir.display())
-            } else {
-                // Reading again only to say why the first read failed: the failure path.
-                match weft_ir::fs::read(&main_path) {
-                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                        format!("cannot read {}: {e}", main_path.display())
-                    }
-                    _ => format!("{} contains no main.cf", self.dir.display()),
-                }
-            };
-            self.diagnostics.push(
-                Diagnostic::error(
-                    ErrorKind::CompilerException,
-                    codes::PROJECT_INVALID,
-                    format!("not an Inmanta project: {what}"),
-                )
-                .with_help("a project is a directory with a main.cf file and, usually, a project.yml"),
-            );
-            return Vec::new();
+        let (main_file, main_ast) = match self.parse(&main_path, "main.cf".to_string()) {
+            Ok(parsed) => parsed,
+            Err(e) => {
+                let what = if !self.dir.is_dir() {
+                    format!("{} is not a directory", self.dir.display())
+                } else if e.kind() != std::io::ErrorKind::NotFound {
+                    format!("cannot read {}: {e}", main_path.display())
+                } else {
+                    format!("{} contains no main.cf", self.dir.display())
+                };
+                self.diagnostics.push(
+                    Diagnostic::error(
+                        ErrorKind::CompilerException,
+                        codes::PROJECT_INVALID,
+                        format!("not an Inmanta project: {what}"),
+                    )
+                    .with_help("a project is a directory with a main.cf file and, usually, a project.yml"),
+                );
+                return Vec::new();
+            }
         };
         let stack = self.imports_of(&main_ast, main_file, true);
         let main = Namespace { name: "__config__".to_string(), module: None, file: main_file, ast: main_ast };
@@ -736,7 +732,7 @@ impl<'a> Loader<'a> {
         self.parsed_ahead += plan.len();
         // One arena per file: an arena serves one thread at a time.
         let mut arenas: Vec<Bump> = plan.iter().map(|_| Bump::new()).collect();
-        let parsed: Vec<(String, Option<ParsedAhead<'_>>)> = arenas
+        let parsed: Vec<(String, std::io::Result<ParsedAhead<'_>>)> = arenas
             .par_iter_mut()
             .zip(plan.into_par_iter())
             .map(|(arena, file)| {
@@ -813,9 +809,12 @@ impl<'a> Loader<'a> {
             if work.done.get(&module_name).is_some_and(|d| d.contains(&sub)) {
                 continue;
             }
-            let Some((file, tree)) = self.load_namespace(module, &parts[1..depth], ahead) else {
-                self.namespace_not_found(&import, &sub, module);
-                break;
+            let (file, tree) = match self.load_namespace(module, &parts[1..depth], ahead) {
+                Ok(loaded) => loaded,
+                Err(read_error) => {
+                    self.namespace_not_found(&import, &sub, module, read_error);
+                    break;
+                }
             };
             work.done.entry(module_name.clone()).or_default().insert(sub.clone());
             work.stack.extend(self.imports_of(&tree, file, module_name != "std"));
@@ -868,7 +867,15 @@ impl<'a> Loader<'a> {
         ));
     }
 
-    fn namespace_not_found(&mut self, import: &PendingImport, sub: &str, module: usize) {
+    /// Reports a namespace that could not be loaded; `read_error` is why its file could not be
+    /// read, when there is a file.
+    fn namespace_not_found(
+        &mut self,
+        import: &PendingImport,
+        sub: &str,
+        module: usize,
+        read_error: Option<std::io::Error>,
+    ) {
         let module_name = self.modules[module].name.clone();
         let mut d = Diagnostic::error(
             ErrorKind::ModuleLoadingException,
@@ -878,17 +885,16 @@ impl<'a> Loader<'a> {
         if let Some(at) = import.at {
             d = d.at(at, format!("module `{module_name}` has no namespace `{sub}`"));
         }
-        let path: Vec<&str> = sub.split("::").skip(1).collect();
-        // The file exists but could not be read (a named pipe, no permission): say so.
-        let module_info = self.modules[module].clone();
-        if let Some(NamespaceFile { display, source: FileSource::Disk(full) }) =
-            self.namespace_file(&module_info, &path)
-            && let Err(e) = weft_ir::fs::read(&full)
-            && e.kind() != std::io::ErrorKind::NotFound
+        // The file exists but could not be read (a named pipe, no permission): say so. The
+        // namespace's file is in the cache `load_namespace` filled.
+        if let Some(e) = read_error.filter(|e| e.kind() != std::io::ErrorKind::NotFound)
+            && let Some(Some(file)) = self.files.get(sub)
         {
-            self.diagnostics.push(d.with_note(format!("cannot read {display}: {e}")));
+            let note = format!("cannot read {}: {e}", file.display);
+            self.diagnostics.push(d.with_note(note));
             return;
         }
+        let path: Vec<&str> = sub.split("::").skip(1).collect();
         let expected = if path.is_empty() {
             "model/_init.cf".to_string()
         } else {
@@ -978,20 +984,21 @@ impl<'a> Loader<'a> {
     }
 
     /// Loads the file of namespace `module::path...` (`path` is empty for the module itself),
-    /// taking it from the files parsed ahead when it is there.
+    /// taking it from the files parsed ahead when it is there. Fails with the read error, or
+    /// with none when the module has no such file at all.
     fn load_namespace(
         &mut self,
         module: usize,
         path: &[&str],
         ahead: &mut Ahead<'_>,
-    ) -> Option<(FileId, ast::File<'a>)> {
-        let file = self.namespace_file(&self.modules[module].clone(), path)?;
+    ) -> Result<(FileId, ast::File<'a>), Option<std::io::Error>> {
+        let file = self.namespace_file(&self.modules[module].clone(), path).ok_or(None)?;
         if let Some(parsed) = ahead.remove(&file.display) {
-            return parsed.map(|parsed| self.adopt(parsed));
+            return parsed.map(|parsed| self.adopt(parsed)).map_err(Some);
         }
         match file.source {
-            FileSource::Embedded(text) => Some(self.parse_text(text, file.display, None)),
-            FileSource::Disk(full) => self.parse(&full, file.display),
+            FileSource::Embedded(text) => Ok(self.parse_text(text, file.display, None)),
+            FileSource::Disk(full) => self.parse(&full, file.display).map_err(Some),
         }
     }
 
