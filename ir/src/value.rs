@@ -465,12 +465,12 @@ fn float_arith(op: ArithOp, x: f64, y: f64, a: &Value, b: &Value) -> Result<Valu
 /// An int (or bool, or float) as Python converts it for float arithmetic: an int too large for
 /// a float is an `OverflowError`, not infinity.
 fn to_float(v: &Value) -> Result<f64, ValueError> {
-    match v.as_f64() {
-        Some(f) if f.is_finite() || matches!(v, Value::Float(_)) => Ok(f),
-        Some(_) | None if matches!(v, Value::BigInt(_)) => {
-            Err(ValueError::Overflow("int too large to convert to float".into()))
-        }
-        other => Ok(other.unwrap_or(f64::NAN)),
+    match v {
+        Value::BigInt(i) => i
+            .to_f64()
+            .filter(|f| f.is_finite())
+            .ok_or_else(|| ValueError::Overflow("int too large to convert to float".into())),
+        other => Ok(other.as_f64().unwrap_or(f64::NAN)),
     }
 }
 
@@ -478,19 +478,18 @@ fn to_float(v: &Value) -> Result<f64, ValueError> {
 /// `10 ** 400 / 10 ** 399` is `10.0`; a quotient too large for a float is an `OverflowError`.
 fn int_true_division(a: &Value, b: &Value) -> Result<Value, ValueError> {
     const EXACT: i64 = 1 << 53;
-    if let (Some(x), Some(y)) = (a.as_i64(), b.as_i64()) {
-        if y == 0 {
-            return Err(ValueError::ZeroDivision("division by zero".into()));
-        }
-        // Both convert exactly, so the float division rounds the exact quotient once.
-        if (-EXACT..=EXACT).contains(&x) && (-EXACT..=EXACT).contains(&y) {
-            return Ok(Value::Float(x as f64 / y as f64));
-        }
-    }
-    let (x, y) = (a.as_bigint().unwrap_or_default(), b.as_bigint().unwrap_or_default());
-    if y.is_zero() {
+    // A big int is never zero: it only holds values outside the `i64` range.
+    if b.as_i64() == Some(0) {
         return Err(ValueError::ZeroDivision("division by zero".into()));
     }
+    // Both convert exactly, so the float division rounds the exact quotient once.
+    if let (Some(x), Some(y)) = (a.as_i64(), b.as_i64())
+        && (-EXACT..=EXACT).contains(&x)
+        && (-EXACT..=EXACT).contains(&y)
+    {
+        return Ok(Value::Float(x as f64 / y as f64));
+    }
+    let (x, y) = (a.as_bigint().unwrap_or_default(), b.as_bigint().unwrap_or_default());
     let negative = x.is_negative() != y.is_negative();
     let (n, d) = (x.abs(), y.abs());
     if n.is_zero() {
