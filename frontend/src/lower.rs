@@ -38,24 +38,6 @@ pub fn lower(project: &Project<'_>, model: &Model<'_>) -> ir::Program {
     lowerer.out
 }
 
-/// The source an expression was lowered from. An operator's own location is its operator
-/// token, where its runtime errors point; a diagnostic about the whole expression covers its
-/// operands too.
-fn source_extent(program: &ir::Program, expr: ExprId) -> Location {
-    let own = program.expr(expr).location;
-    let covering = |a: ExprId, b: ExprId| {
-        let (a, b) = (source_extent(program, a), source_extent(program, b));
-        Location::new(own.file, own.span.to(a.span).to(b.span))
-    };
-    match program.expr(expr).kind {
-        ExprKind::Binary { lhs, rhs, .. } | ExprKind::And { lhs, rhs } | ExprKind::Or { lhs, rhs } => {
-            covering(lhs, rhs)
-        }
-        ExprKind::Not(inner) => covering(inner, inner),
-        _ => own,
-    }
-}
-
 /// Resolves the parameters `project.yml` declares (`weft: parameters:`) against the lowered
 /// program and records them in [`ir::Program::parameters`], in declaration order.
 ///
@@ -118,7 +100,7 @@ pub fn parameters(project: &Project<'_>, program: &mut ir::Program) -> Vec<Diagn
             diagnostics.push(
                 error(
                     format!("the default of parameter `{}` is not a constant", param.name),
-                    source_extent(program, value),
+                    program.source_extent(value),
                     "not a constant",
                 )
                 .with_label(param.location, "declared as a parameter here")

@@ -586,6 +586,18 @@ impl Program {
         &self.attributes[id.index()]
     }
 
+    /// The source instruction `expr` was lowered from, operands included (see
+    /// [`source_extent`]).
+    pub fn source_extent(&self, expr: ExprId) -> Location {
+        source_extent(expr, &|e| self.expr(e).location, &|e| match self.expr(e).kind {
+            ExprKind::Binary { lhs, rhs, .. } | ExprKind::And { lhs, rhs } | ExprKind::Or { lhs, rhs } => {
+                Some((lhs, rhs))
+            }
+            ExprKind::Not(inner) => Some((inner, inner)),
+            _ => None,
+        })
+    }
+
     /// `./main.cf:3`
     pub fn location_text(&self, location: Location) -> String {
         let file = &self.files[location.file.0 as usize];
@@ -924,6 +936,28 @@ impl<'p> Printer<'p> {
                 self.code(*e, &mut seen);
             }
         }
+    }
+}
+
+/// The source an instruction was lowered from. Lowering locates an operator (`+`, `and`, `not`,
+/// ...) at its operator token, where the reference reports the operator's errors; its extent
+/// also covers its operands, recursively. `location` and `operator_operands` read whichever
+/// instruction table is at hand (the IR's, or the bytecode's, which keeps no IR):
+/// `operator_operands` gives an operator's two operands (`not`'s one operand twice) and `None`
+/// for any other instruction.
+pub fn source_extent<E: Copy>(
+    expr: E,
+    location: &dyn Fn(E) -> Location,
+    operator_operands: &dyn Fn(E) -> Option<(E, E)>,
+) -> Location {
+    let own = location(expr);
+    match operator_operands(expr) {
+        Some((a, b)) => {
+            let a = source_extent(a, location, operator_operands);
+            let b = source_extent(b, location, operator_operands);
+            Location::new(own.file, own.span.to(a.span).to(b.span))
+        }
+        None => own,
     }
 }
 

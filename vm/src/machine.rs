@@ -4890,19 +4890,14 @@ impl Machine {
     }
 }
 
-/// The source an instruction was lowered from. An operator is located at its operator token;
-/// its extent covers its operands too.
+/// The source an instruction was lowered from, operands included
+/// ([`weft_ir::program::source_extent`] on the bytecode, as an artifact keeps no IR).
 fn operand_extent(c: &Code, expr: ExprId) -> Location {
-    let own = c.location(expr);
-    let covering = |a: ExprId, b: ExprId| {
-        let span = own.span.to(operand_extent(c, a).span).to(operand_extent(c, b).span);
-        Location::new(own.file, span)
-    };
-    match c.expr(expr).kind {
-        Op::Binary { lhs, rhs, .. } | Op::And { lhs, rhs } | Op::Or { lhs, rhs } => covering(lhs, rhs),
-        Op::Not(inner) => covering(inner, inner),
-        _ => own,
-    }
+    weft_ir::program::source_extent(expr, &|e| c.location(e), &|e| match c.expr(e).kind {
+        Op::Binary { lhs, rhs, .. } | Op::And { lhs, rhs } | Op::Or { lhs, rhs } => Some((lhs, rhs)),
+        Op::Not(inner) => Some((inner, inner)),
+        _ => None,
+    })
 }
 
 /// The marker a filtered comprehension element leaves in the results.
