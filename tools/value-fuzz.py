@@ -53,10 +53,15 @@ def expression(r: random.Random, depth: int) -> str:
     return f"({left} {op} {right})"
 
 
+def python_eval(text: str):
+    """A language expression of numbers and booleans, evaluated by Python (raises as Python does)."""
+    return eval(text.replace("true", "True").replace("false", "False"), {})
+
+
 def python_value(text: str):
     """The value Python gives, or None when Python fails or leaves the real numbers."""
     try:
-        value = eval(text.replace("true", "True").replace("false", "False"), {})
+        value = python_eval(text)
     except Exception:
         return None
     if isinstance(value, complex):
@@ -96,7 +101,7 @@ def format_spec(r: random.Random) -> str:
 
 def python_format(value_text: str, spec: str):
     try:
-        value = eval(value_text.replace("true", "True").replace("false", "False"), {})
+        value = python_eval(value_text)
         # The reference formats a float with an integral value as the int it equals.
         if isinstance(value, float) and value.is_integer():
             value = int(value)
