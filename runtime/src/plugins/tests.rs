@@ -1435,6 +1435,29 @@ fn passwords_live_in_the_data_directory() {
     );
 }
 
+/// The store is rewritten through a temporary file; what the operator set on it stays: a
+/// symbolic link keeps pointing at the store it named, and the store keeps its mode.
+#[test]
+fn the_password_store_keeps_its_link_and_its_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let mut host = host();
+    host.data_dir = Some(dir.path().to_path_buf());
+    let real = dir.path().join("secrets.txt");
+    std::fs::write(&real, "db=hunter2\n").unwrap();
+    std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::create_dir(dir.path().join("std")).unwrap();
+    let link = dir.path().join("std").join("passwordfile.txt");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let generated = run("generate_password", vec![s("web")], vec![], &mut host);
+    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink(), "the link was replaced");
+    let text = std::fs::read_to_string(&real).unwrap();
+    assert_eq!(text, format!("db=hunter2\nweb={}\n", generated.trim_matches('\'')));
+    assert_eq!(std::fs::metadata(&real).unwrap().permissions().mode() & 0o777, 0o600);
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(leftovers.len(), 2, "{leftovers:?}");
+}
+
 #[test]
 fn paths_starting_with_dot_are_in_the_calling_module() {
     let module = TempModule::new(&[("files/a.txt", "a"), ("templates/t.j2", "t={{ v }}")]);
