@@ -4,7 +4,8 @@
 //! expectations are recorded from the reference) goes through `weft check`, and each case of
 //! `tests/fixtures/eval-errors/` through `weft compile`: an operator's evaluation error points
 //! at the operator, where the reference reports it, and labels each operand with its type
-//! under the operand's whole source. The snapshot holds the exit code and stderr, in the human
+//! under the operand's whole source; an unknown name in a call spread over lines is reported at
+//! the call, as the reference does, and labelled where it is. The snapshot holds the exit code and stderr, in the human
 //! format (without color) and in JSON.
 
 use std::path::Path;

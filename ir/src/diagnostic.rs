@@ -122,6 +122,9 @@ error_kinds! {
     ZeroDivisionError: ZeroDivisionError,
     /// A float out of range (a raw Python error in the reference).
     OverflowError: OverflowError,
+    /// A value formatted with a spec its type has none for, in an f-string (a raw Python error
+    /// in the reference).
+    TypeError: TypeError,
     /// A dataclass entity without a Python counterpart (a raw Python error in the reference).
     ModuleNotFoundError: ModuleNotFoundError,
     /// The export found a resource it cannot build (`inmanta.resources.ResourceException`).

@@ -209,7 +209,12 @@ pub fn format_int(i: &BigInt, spec: &str) -> Result<String, FormatError> {
     let s = parse_spec(spec)?;
     let kind = s.kind.unwrap_or('d');
     if matches!(kind, 'e' | 'E' | 'f' | 'F' | 'g' | 'G' | '%') {
-        return format_float(i.to_f64().unwrap_or(f64::INFINITY), spec);
+        // Python converts the int to a float first, which refuses one out of a float's range.
+        let float = i.to_f64().filter(|f| f.is_finite()).ok_or_else(|| FormatError {
+            class: "OverflowError",
+            message: "int too large to convert to float".into(),
+        })?;
+        return format_float(float, spec);
     }
     if s.precision.is_some() {
         return Err(FormatError::value("Precision not allowed in integer format specifier"));
@@ -390,6 +395,24 @@ mod tests {
         for (spec, value, expected) in cases {
             let got = format_value(value, spec).expect("a formattable value");
             assert_eq!(got.ok().as_deref(), Some(*expected), "format({value:?}, {spec:?})");
+        }
+    }
+
+    /// The Python exception each bad case raises: its class and message.
+    #[test]
+    fn format_errors_are_pythons() {
+        let huge = Value::BigInt(num_bigint::BigInt::from(10).pow(400).into());
+        let cases: &[(&str, Value, &str, &str)] = &[
+            ("f", huge.clone(), "OverflowError", "int too large to convert to float"),
+            ("e", huge, "OverflowError", "int too large to convert to float"),
+            ("c", Value::Int(-1), "OverflowError", "%c arg not in range(0x110000)"),
+            ("d", Value::Float(1.5), "ValueError", "Unknown format code 'd' for object of type 'float'"),
+            (".2d", Value::Int(1), "ValueError", "Precision not allowed in integer format specifier"),
+        ];
+        for (spec, value, class, message) in cases {
+            let got = format_value(value, spec).expect("a formattable value");
+            let expected = FormatError { class, message: message.to_string() };
+            assert_eq!(got.err(), Some(expected), "format({value:?}, {spec:?})");
         }
     }
 }

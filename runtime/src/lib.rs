@@ -128,8 +128,19 @@ pub fn to_diagnostic(program: &Program, error: EvalError) -> Diagnostic {
         _ => codes::EVAL_ERROR,
     };
     let mut d = Diagnostic::error(error.kind, code, error.message.clone());
-    if let Some(location) = error.location {
-        d = d.at(location, "");
+    match (error.location, error.arose) {
+        // The reference reports lines only: on the line it reports, the place the error arose
+        // (the unknown name itself) is the more precise one to underline.
+        (Some(location), Some(arose))
+            if location.file == arose.file && program.line(location) == program.line(arose) =>
+        {
+            d = d.at(arose, "");
+        }
+        (Some(location), Some(arose)) => {
+            d = d.at(location, "").with_label(arose, "not found in this scope".to_string())
+        }
+        (Some(location), None) => d = d.at(location, ""),
+        (None, _) => {}
     }
     for (location, message) in &error.labels {
         d = d.with_label(*location, message.clone());

@@ -82,6 +82,16 @@ pub struct EvalErrorData {
     /// Secondary places worth showing, with what to say there: the operands of an operator
     /// whose error is located at the operator token.
     pub labels: Vec<(Location, String)>,
+    /// Whether `location` is only where the error arose, kept until something that reports
+    /// errors at its own place takes it over. The reference raises "variable x not found"
+    /// without a place; the innermost call, collection literal, operator, lookup or string
+    /// around the name, or else the statement emitting it, gives it theirs. The name's own
+    /// place is what is left when nothing does, and moves to `arose` when something does.
+    provisional: bool,
+    /// Where an error arose when something around it gave it its place (`location`): the
+    /// unknown name in a call spread over lines, reported at the call's line as the reference
+    /// does, is still shown.
+    pub arose: Option<Location>,
 }
 
 impl EvalError {
@@ -93,6 +103,8 @@ impl EvalError {
             cause: None,
             unset: None,
             labels: Vec::new(),
+            provisional: false,
+            arose: None,
         }))
     }
 
@@ -109,9 +121,25 @@ impl EvalError {
         e
     }
 
+    /// Locates the error at `location` unless it already has a place of its own (the
+    /// reference's `set_statement(stmt, replace=False)`).
     pub fn at(mut self, location: Location) -> Self {
+        if self.provisional {
+            self.provisional = false;
+            self.arose = self.location.take().filter(|&arose| arose != location);
+        }
         if self.location.is_none() {
             self.location = Some(location);
+        }
+        self
+    }
+
+    /// Locates an error where it arose, for as long as nothing around it gives it a place
+    /// (see [`EvalErrorData::provisional`]).
+    fn arose_at(mut self, location: Location) -> Self {
+        if self.location.is_none() {
+            self.location = Some(location);
+            self.provisional = true;
         }
         self
     }
@@ -3297,7 +3325,39 @@ impl Machine {
     }
 
     /// [`Self::requires`], appending to `reqs` so that an expression tree builds one list.
+    #[inline]
     fn requires_into(&mut self, expr: ExprId, scope: ScopeId, reqs: &mut Reqs) -> R<()> {
+        match self.requires_of(expr, scope, reqs) {
+            Ok(()) => Ok(()),
+            Err(e) => Err(self.locate_operand_error(expr, e)),
+        }
+    }
+
+    /// The reference's `ReferenceStatement`s (a map lookup, operators, collection literals,
+    /// strings, calls, index lookups) give an error from their operands their own place, when
+    /// it has none yet; `and`, `or`, `is defined`, `?:`, constructors, comprehensions and
+    /// attribute reads leave it to what is around them.
+    #[cold]
+    fn locate_operand_error(&self, expr: ExprId, error: EvalError) -> EvalError {
+        let c = self.code();
+        let e = c.expr(expr);
+        match e.kind {
+            Op::Subscript { .. }
+            | Op::Not(_)
+            | Op::Binary { .. }
+            | Op::List(_)
+            | Op::Dict(_)
+            | Op::Format { .. }
+            | Op::FString { .. }
+            | Op::Call { .. }
+            | Op::IndexLookup { .. }
+            | Op::SelectorLookup { .. } => error.at(e.location),
+            _ => error,
+        }
+    }
+
+    /// The requirements of one instruction, its operands' through [`Self::requires_into`].
+    fn requires_of(&mut self, expr: ExprId, scope: ScopeId, reqs: &mut Reqs) -> R<()> {
         let p = self.prog();
         let c = self.code();
         let e = c.expr(expr);
@@ -3305,7 +3365,7 @@ impl Machine {
         match &e.kind {
             Op::Const(_) => {}
             Op::Var(name) => {
-                let cell = self.lookup_in(scope, *name, None).map_err(|err| err.at(location))?;
+                let cell = self.lookup_in(scope, *name, None).map_err(|err| err.arose_at(location))?;
                 reqs.push((Self::var_key(expr, *name), cell));
             }
             Op::Attr { base, name } => {
@@ -3675,7 +3735,12 @@ impl Machine {
                             Err(self.attribute_error(ctx.instance(), ctx.attr, e.at(ctx.location), Some(ctx.location)))
                         }
                     }
-                    (Err(e), None) => Err(e),
+                    // The reference's `ExecutionUnit` gives an error its expression's place
+                    // when nothing inside did (a constructor emitting an attribute's value).
+                    (Err(e), None) => match what {
+                        Exec::Expr(expr) => Err(e.at(c.location(expr))),
+                        _ => Err(e),
+                    },
                 }
             }
             Body::SetAttr { stmt, scope } => {
@@ -4305,7 +4370,7 @@ impl Machine {
                     Value::Unknown
                 } else {
                     let render = |v: &Value| self.display_value_fmt(v).into_owned();
-                    Value::str(&pyformat::format(template, &kwargs, &render).map_err(|m| rt(m).at(location))?)
+                    Value::str(&pyformat::format(template, &kwargs, &render).map_err(|e| e.at(location))?)
                 }
             }
             Op::Construct(c) => self.construct(*c, values, scope, location)?,
@@ -5098,14 +5163,17 @@ fn cast(p: Primitive, args: &[Value]) -> R<Value> {
 mod pyformat {
     //! Python's `str.format` for f-strings: named fields, conversions and format specs.
 
+    use weft_ir::diagnostic::ErrorKind;
     use weft_ir::format_spec;
     use weft_ir::value::Value;
+
+    use super::{EvalError, rt};
 
     pub fn format(
         template: &str,
         kwargs: &[(String, Value)],
         render: &dyn Fn(&Value) -> String,
-    ) -> Result<String, String> {
+    ) -> Result<String, EvalError> {
         let chars: Vec<char> = template.chars().collect();
         let mut out = String::new();
         let mut i = 0;
@@ -5129,7 +5197,7 @@ mod pyformat {
                     j += 1;
                 }
                 if depth != 0 {
-                    return Err("Invalid f-string: Single '{' encountered in format string".into());
+                    return Err(rt("Invalid f-string: Single '{' encountered in format string"));
                 }
                 let field: String = chars[i + 1..j - 1].iter().collect();
                 out.push_str(&field_value(&field, kwargs, render)?);
@@ -5140,7 +5208,7 @@ mod pyformat {
                     i += 2;
                     continue;
                 }
-                return Err("Invalid f-string: Single '}' encountered in format string".into());
+                return Err(rt("Invalid f-string: Single '}' encountered in format string"));
             } else {
                 out.push(c);
                 i += 1;
@@ -5153,7 +5221,7 @@ mod pyformat {
         field: &str,
         kwargs: &[(String, Value)],
         render: &dyn Fn(&Value) -> String,
-    ) -> Result<String, String> {
+    ) -> Result<String, EvalError> {
         let (name_conv, spec) = match split_top(field, ':') {
             Some((a, b)) => (a, Some(b)),
             None => (field, None),
@@ -5163,16 +5231,15 @@ mod pyformat {
             None => (name_conv, None),
         };
         if name.is_empty() {
-            return Err(
-                "f-strings do not support positional substitutions via '{}', use variable or attribute keys instead"
-                    .into(),
-            );
+            return Err(rt(
+                "f-strings do not support positional substitutions via '{}', use variable or attribute keys instead",
+            ));
         }
         let value = kwargs
             .iter()
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.clone())
-            .ok_or_else(|| format!("Invalid key in f-string: ''{name}''"))?;
+            .ok_or_else(|| rt(format!("Invalid key in f-string: ''{name}''")))?;
         let spec = match spec {
             Some(s) => format(s, kwargs, render)?,
             None => String::new(),
@@ -5180,7 +5247,7 @@ mod pyformat {
         let text_value = match conversion {
             Some("r") => Value::str(&value.repr_with_null("null")),
             Some("s") => Value::str(&render(&value)),
-            Some(other) => return Err(format!("Invalid f-string: Unknown conversion specifier {other}")),
+            Some(other) => return Err(rt(format!("Invalid f-string: Unknown conversion specifier {other}"))),
             None => value,
         };
         apply_spec(&text_value, &spec, render)
@@ -5199,12 +5266,21 @@ mod pyformat {
         None
     }
 
-    /// The format spec mini-language is Python's, shared with `std::format`.
-    fn apply_spec(v: &Value, spec: &str, render: &dyn Fn(&Value) -> String) -> Result<String, String> {
+    /// The format spec mini-language is Python's, shared with `std::format`. The reference
+    /// turns the `ValueError` of a bad spec into an "Invalid f-string" error; any other Python
+    /// exception (the `TypeError` of a spec for a value with no format of its own, the
+    /// `OverflowError` of a float too large) escapes raw.
+    fn apply_spec(v: &Value, spec: &str, render: &dyn Fn(&Value) -> String) -> Result<String, EvalError> {
         match format_spec::format_value(v, spec) {
-            Some(result) => result.map_err(|e| format!("Invalid f-string: {}", e.message)),
+            Some(Ok(text)) => Ok(text),
+            Some(Err(e)) if e.class == "ValueError" => Err(rt(format!("Invalid f-string: {}", e.message))),
+            Some(Err(e)) if e.class == "OverflowError" => Err(EvalError::new(ErrorKind::OverflowError, e.message)),
+            Some(Err(e)) => Err(rt(format!("Invalid f-string: {}", e.message))),
             None if spec.is_empty() => Ok(render(v)),
-            None => Err(format!("Invalid f-string: unsupported format string passed to {}.__format__", v.type_name())),
+            None => Err(EvalError::new(
+                ErrorKind::TypeError,
+                format!("unsupported format string passed to {}.__format__", v.type_name()),
+            )),
         }
     }
 }
