@@ -206,6 +206,9 @@ fn reference_type(reference: &Reference) -> Result<&'static str, String> {
 
 /// The reference's `ReferenceModel`: `{"type", "args", "id"}`, with the id computed as the
 /// reference computes it (a name-based uuid3 of the md5 of its sorted JSON).
+/// The Python module of std's reference types.
+const STD_REFERENCES: &str = "inmanta_plugins.std";
+
 fn serialize_reference(reference: &Reference, depth: usize) -> Result<(String, Json), String> {
     if depth > 64 {
         return Err("references nested more than 64 deep".to_string());
@@ -220,6 +223,17 @@ fn serialize_reference(reference: &Reference, depth: usize) -> Result<(String, J
             Value::Reference(inner) => {
                 let (id, _) = serialize_reference(inner, depth + 1)?;
                 serde_json::json!({"type": "reference", "name": name, "id": id})
+            }
+            // The reference serializes only lists and dicts built in Python; one from the model
+            // reaches a plugin as a proxy, which it refuses. std's reference plugins build no
+            // container of their own, so a container in one of their references is the model's.
+            Value::List(_) | Value::Dict(_) if reference.module == STD_REFERENCES => {
+                return Err(format!(
+                    "TypeError: Unable to serialize argument `{name}` of `<{}.{} object>` with value {}",
+                    reference.module,
+                    reference.class,
+                    value.repr_with_null("None")
+                ));
             }
             Value::List(_) | Value::Dict(_) => {
                 let mut replacements = Vec::new();
