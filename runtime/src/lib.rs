@@ -180,6 +180,11 @@ struct RuntimeHost {
 }
 
 impl Host for RuntimeHost {
+    fn reference_resolves_to(&self, reference: &weft_ir::value::Reference) -> Option<weft_ir::program::Primitive> {
+        let registered = plugins::PluginRegistry::builtin().reference_type(&reference.module, &reference.class)?;
+        weft_ir::program::Primitive::from_name(registered.resolves_to)
+    }
+
     fn call_plugin(
         &mut self,
         machine: &mut Machine,

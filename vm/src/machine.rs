@@ -206,6 +206,12 @@ pub trait Host: Send + Sync {
     fn take_prints(&mut self) -> Vec<String> {
         Vec::new()
     }
+
+    /// The primitive type a reference resolves to (`Reference[T]`'s `T`), when the host knows
+    /// its class: an attribute takes a reference to a value of its own type or of a subtype.
+    fn reference_resolves_to(&self, _reference: &Reference) -> Option<Primitive> {
+        None
+    }
 }
 
 struct NoHost;
@@ -2757,11 +2763,31 @@ impl Machine {
         self.validate_base(t.base, value)
     }
 
-    /// A reference stands for a value of a primitive type; a constrained type (a typedef)
-    /// cannot be checked before the reference is resolved, so it is refused.
+    /// A reference stands for a value of a primitive type, which must be the attribute's or a
+    /// subtype of it (an int for a `number`; the reference's `Reference[T] | T` check); a
+    /// constrained type (a typedef) cannot be checked before the reference is resolved, so it
+    /// is refused.
     fn validate_reference(&self, base: BaseType, value: &Value) -> R<()> {
         match base {
-            BaseType::Primitive(_) => Ok(()),
+            BaseType::Primitive(expected) => {
+                let Value::Reference(reference) = value else { return Ok(()) };
+                let resolves_to = self.host.as_deref().and_then(|host| host.reference_resolves_to(reference));
+                match resolves_to {
+                    Some(actual)
+                        if actual != expected
+                            && !(expected == Primitive::Number
+                                && matches!(actual, Primitive::Int | Primitive::Float)) =>
+                    {
+                        Err(typing(format!(
+                            "Invalid value: {} is not a subtype of Reference[{}]: it refers to a value of type {}",
+                            self.display_value(value),
+                            expected.name(),
+                            actual.name()
+                        )))
+                    }
+                    _ => Ok(()),
+                }
+            }
             BaseType::Typedef(td) => Err(typing(format!(
                 "Invalid value `{}`: references can not be used for values of the constrained type {}",
                 self.display_value(value),
