@@ -469,7 +469,7 @@ impl<'m> Exporter<'m> {
             };
             let requires: Vec<usize> = initial.iter().filter_map(|&i| self.resource_of(i)).collect();
             if requires.is_empty() {
-                let dropped: Vec<u32> = initial.into_iter().filter(|i| !ignored.contains(i)).collect();
+                let dropped = without_ignored_as_the_reference_loops(initial, ignored);
                 if !dropped.is_empty() {
                     let names: Vec<String> = dropped.iter().map(|&i| model.display(&Value::Instance(i))).collect();
                     self.warn(
@@ -578,10 +578,51 @@ fn is_python_source(path: &Path) -> bool {
     path.extension().is_some_and(|e| e == "py")
 }
 
+/// The requirements that make the reference warn that a resource lost its requirements: it
+/// removes the ignored ones (`managed=false`) from the list while it loops over that list, so
+/// the element after each removed one is not looked at, and an ignored one right after
+/// another stays (and is named in the warning). `list.remove` takes out the first equal
+/// element.
+fn without_ignored_as_the_reference_loops(mut list: Vec<u32>, ignored: &HashSet<u32>) -> Vec<u32> {
+    let mut position = 0;
+    while position < list.len() {
+        let item = list[position];
+        if ignored.contains(&item) {
+            let first = list.iter().position(|&i| i == item).expect("the item is in the list");
+            list.remove(first);
+        }
+        position += 1;
+    }
+    list
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::graph::Fields;
+
+    /// The reference's loop that drops ignored requirements skips the element after each one
+    /// it drops (recorded: two ignored requirements give a warning naming the second).
+    #[test]
+    fn ignored_requirements_are_dropped_as_the_reference_loops() {
+        let ignored: HashSet<u32> = [1, 2, 3].into_iter().collect();
+        let cases: &[(&[u32], &[u32])] = &[
+            (&[1, 2], &[2]),
+            (&[1, 2, 3], &[2]),
+            (&[1, 9, 2], &[9]),
+            (&[9, 1, 2], &[9, 2]),
+            (&[1], &[]),
+            (&[1, 1], &[1]),
+            (&[9], &[9]),
+        ];
+        for (initial, kept) in cases {
+            assert_eq!(
+                without_ignored_as_the_reference_loops(initial.to_vec(), &ignored),
+                kept.to_vec(),
+                "{initial:?}"
+            );
+        }
+    }
 
     type Made = Vec<(std::borrow::Cow<'static, str>, serde_json::Value)>;
 
