@@ -4,9 +4,10 @@
 //! expectations are recorded from the reference) goes through `weft check`, and each case of
 //! `tests/fixtures/eval-errors/` through `weft compile`: an operator's evaluation error points
 //! at the operator, where the reference reports it, and labels each operand with its type
-//! under the operand's whole source; an unknown name in a call spread over lines is reported at
-//! the call, as the reference does, and labelled where it is. The snapshot holds the exit code and stderr, in the human
-//! format (without color) and in JSON.
+//! under the operand's whole source; an unknown name in a call spread over lines is reported
+//! at the call, as the reference does, and labelled where it is; an incomplete instance, which
+//! the reference reports without a place, is shown at its constructor. The snapshot holds the
+//! exit code and stderr, in the human format (without color) and in JSON.
 
 use std::path::Path;
 use std::process::Command;

@@ -140,7 +140,11 @@ pub fn to_diagnostic(program: &Program, error: EvalError) -> Diagnostic {
             d = d.at(location, "").with_label(arose, "not found in this scope".to_string())
         }
         (Some(location), None) => d = d.at(location, ""),
-        (None, _) => {}
+        (None, _) => {
+            if let Some((location, text)) = &error.shown_at {
+                d = d.at(*location, text.clone());
+            }
+        }
     }
     for (location, message) in &error.labels {
         d = d.with_label(*location, message.clone());

@@ -361,7 +361,14 @@ fn final_checks(machine: &mut Machine) -> Result<(), Vec<EvalError>> {
                     program.name(name)
                 ),
             };
-            errors.push(EvalError::new(ErrorKind::UnsetException, message));
+            // The reference gives this error no place; it is shown at the constructor, with
+            // the attribute's declaration, without changing the order errors are sorted in.
+            let mut error = EvalError::new(ErrorKind::UnsetException, message);
+            if let Some(location) = location {
+                error.shown_at = Some((location, "this instance is not complete".to_string()));
+            }
+            error.labels.push((a.location, format!("`{}` is declared here", program.name(name))));
+            errors.push(error);
         }
     }
     if !errors.is_empty() {

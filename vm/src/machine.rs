@@ -92,6 +92,10 @@ pub struct EvalErrorData {
     /// unknown name in a call spread over lines, reported at the call's line as the reference
     /// does, is still shown.
     pub arose: Option<Location>,
+    /// Where to show an error that the reference reports without a place (an incomplete
+    /// instance: where it was constructed), with what to say there. It takes no part in the
+    /// order in which the reference sorts errors, which `location` decides.
+    pub shown_at: Option<(Location, String)>,
 }
 
 impl EvalError {
@@ -105,6 +109,7 @@ impl EvalError {
             labels: Vec::new(),
             provisional: false,
             arose: None,
+            shown_at: None,
         }))
     }
 
@@ -2109,7 +2114,7 @@ impl Machine {
                         let (inst, attr) = c.owner().expect("relation cell");
                         let p = self.prog();
                         let a = p.attribute(attr);
-                        Err(EvalError::new(
+                        let mut error = EvalError::new(
                             ErrorKind::OptionalValueException,
                             format!(
                                 "Optional variable accessed that has no value (attribute `{}.{}` of `{}`)",
@@ -2117,7 +2122,10 @@ impl Machine {
                                 p.name(a.name),
                                 self.instance_display(inst)
                             ),
-                        ))
+                        );
+                        let relation = format!("the relation `{}` of this instance holds no value", p.name(a.name));
+                        error.shown_at = Some((self.last_location(inst), relation));
+                        Err(error)
                     }
                 }
             }
