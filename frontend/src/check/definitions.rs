@@ -203,15 +203,13 @@ impl<'p, 'a> Checker<'p, 'a> {
             for attr in def.attributes {
                 let name = self.sym(attr.name).to_string();
                 if !all.contains(&attr.name) {
-                    self.push(
-                        Diagnostic::error(
-                            ErrorKind::NotFoundException,
-                            codes::INDEX_ATTRIBUTE_NOT_FOUND,
-                            format!("Attribute '{name}' referenced in index is not defined in entity {entity_name}"),
-                        )
-                        .at(self.loc(ns, attr.span), "no such attribute")
-                        .with_label(at, "in this index"),
+                    let error = Diagnostic::error(
+                        ErrorKind::NotFoundException,
+                        codes::INDEX_ATTRIBUTE_NOT_FOUND,
+                        format!("Attribute '{name}' referenced in index is not defined in entity {entity_name}"),
                     );
+                    let error = self.at_attribute_of_index(error, self.loc(ns, attr.span), "no such attribute", at);
+                    self.push(error);
                     ok = false;
                     break;
                 }
@@ -227,11 +225,10 @@ impl<'p, 'a> Checker<'p, 'a> {
                     _ => None,
                 };
                 if let Some(message) = problem {
-                    self.push(
-                        Diagnostic::error(ErrorKind::IndexException, codes::INVALID_INDEX, message)
-                            .at(self.loc(ns, attr.span), "cannot be part of an index")
-                            .with_label(at, "in this index"),
-                    );
+                    let error = Diagnostic::error(ErrorKind::IndexException, codes::INVALID_INDEX, message);
+                    let attribute = self.loc(ns, attr.span);
+                    let error = self.at_attribute_of_index(error, attribute, "cannot be part of an index", at);
+                    self.push(error);
                     ok = false;
                     break;
                 }
@@ -240,6 +237,19 @@ impl<'p, 'a> Checker<'p, 'a> {
                 let names: Vec<Symbol> = def.attributes.iter().map(|a| a.name).collect();
                 self.add_index(entity, names);
             }
+        }
+    }
+
+    /// Places an error about one attribute of an index. The reference reports it at the index
+    /// statement's line; on that line the attribute is the more precise place, and on a later
+    /// one (an index written over several lines) the statement is the place and the attribute
+    /// is labelled.
+    fn at_attribute_of_index(&self, error: Diagnostic, attribute: Location, what: &str, index: Location) -> Diagnostic {
+        let line = |l: Location| self.program.sources.line_col(l).line;
+        if line(attribute) == line(index) {
+            error.at(attribute, what).with_label(index, "in this index")
+        } else {
+            error.at(index, "in this index").with_label(attribute, what)
         }
     }
 
