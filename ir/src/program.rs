@@ -604,6 +604,13 @@ impl Program {
         format!("{}:{}", file.display, file.line(location.span.start))
     }
 
+    /// `./main.cf:3:10`, as the reference names where an attribute is declared.
+    pub fn location_text_with_column(&self, location: Location) -> String {
+        let file = &self.files[location.file.0 as usize];
+        let at = file.line_col(location.span.start);
+        format!("{}:{}:{}", file.display, at.line, at.column)
+    }
+
     /// The 1-based line of a location.
     pub fn line(&self, location: Location) -> u32 {
         self.files[location.file.0 as usize].line(location.span.start)

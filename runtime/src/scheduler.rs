@@ -348,7 +348,7 @@ fn final_checks(machine: &mut Machine) -> Result<(), Vec<EvalError>> {
             let attr = e.slots.iter().find(|s| s.0 == name).map(|s| s.1).expect("slot");
             let a = program.attribute(attr);
             let display = machine.instance_display(inst);
-            let attr_location = program.location_text(a.location);
+            let attr_location = program.location_text_with_column(a.location);
             let message = match a.kind {
                 weft_ir::program::AttributeKind::Relation(r) if r.is_multi() => format!(
                     "The object {display} is not complete: attribute {} ({attr_location}) requires {} values but only {} are set",
@@ -386,7 +386,10 @@ fn final_checks(machine: &mut Machine) -> Result<(), Vec<EvalError>> {
     }
     if machine.has_pending_tasks() {
         let mut e = EvalError::new(ErrorKind::RuntimeException, "not all statements executed");
-        if let Some(&w) = machine.pending_tasks().first() {
+        // The reference reports the expression of the first pending `ExecutionUnit`, passing
+        // over the plugin calls and hooks that wait before it.
+        let pending = machine.pending_tasks();
+        if let Some(&w) = pending.iter().find(|&&w| machine.is_execution_unit(w)).or(pending.first()) {
             e.location = machine.waiter_location(w);
         }
         return Err(vec![e]);

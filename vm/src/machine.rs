@@ -1991,6 +1991,13 @@ impl Machine {
     }
 
     /// Where a pending task's code is, for "not all statements executed".
+    /// Whether a pending task is what the reference runs as an `ExecutionUnit`: the
+    /// evaluation of an expression or a statement into its target, as opposed to a plugin
+    /// call, a hook, a lookup or a lazy operator, which wait in units of other kinds.
+    pub fn is_execution_unit(&self, waiter: WaiterId) -> bool {
+        matches!(self.waiters[waiter as usize].body, Some(Body::Exec { .. }))
+    }
+
     pub fn waiter_location(&self, waiter: WaiterId) -> Option<Location> {
         let p = &self.program;
         match self.waiters[waiter as usize].body.as_ref()? {
