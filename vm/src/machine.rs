@@ -1990,7 +1990,6 @@ impl Machine {
         result
     }
 
-    /// Where a pending task's code is, for "not all statements executed".
     /// Whether a pending task is what the reference runs as an `ExecutionUnit`: the
     /// evaluation of an expression or a statement into its target, as opposed to a plugin
     /// call, a hook, a lookup or a lazy operator, which wait in units of other kinds.
@@ -1998,6 +1997,7 @@ impl Machine {
         matches!(self.waiters[waiter as usize].body, Some(Body::Exec { .. }))
     }
 
+    /// Where a pending task's code is, for "not all statements executed".
     pub fn waiter_location(&self, waiter: WaiterId) -> Option<Location> {
         let p = &self.program;
         match self.waiters[waiter as usize].body.as_ref()? {
@@ -5314,7 +5314,6 @@ mod pyformat {
     fn apply_spec(v: &Value, spec: &str, render: &dyn Fn(&Value) -> String) -> Result<String, EvalError> {
         match format_spec::format_value(v, spec) {
             Some(Ok(text)) => Ok(text),
-            Some(Err(e)) if e.class == "ValueError" => Err(rt(format!("Invalid f-string: {}", e.message))),
             Some(Err(e)) if e.class == "OverflowError" => Err(EvalError::new(ErrorKind::OverflowError, e.message)),
             Some(Err(e)) => Err(rt(format!("Invalid f-string: {}", e.message))),
             None if spec.is_empty() => Ok(render(v)),
