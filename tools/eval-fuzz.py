@@ -2174,14 +2174,7 @@ def run_weft(weft: str, case: Path, timeout=60) -> dict:
     if prints and prints[-1] == "":
         prints.pop()
     err, cause = None, None
-    for line in cp.stderr.splitlines():
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            d = json.loads(line)
-        except json.JSONDecodeError:
-            continue
+    for d in json_diagnostics(cp.stderr):
         if d.get("severity") != "error":
             continue
         err = (d.get("kind"), d.get("line"))
@@ -2296,6 +2289,50 @@ def signature(expect: dict, actual: dict) -> str | None:
     return diff.split(":", 1)[0] + "|" + expect["status"] + "|" + ("ok" if actual["ok"] else actual["error"][0])
 
 
+def json_diagnostics(stderr: str):
+    """The diagnostics `weft --error-format json` wrote to stderr, one dict each."""
+    for line in stderr.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            yield json.loads(line)
+        except json.JSONDecodeError:
+            continue
+
+
+def remove_chunks(lines: list[str], try_batch, jobs: int, depths) -> list[str]:
+    """Greedy removal of chunks (top-level items at depth 0, statements inside blocks deeper),
+    `2 * jobs` candidates a batch, halving the run of chunks removed when none is kept;
+    `try_batch(candidates)` returns the first candidate that still disagrees the same way, or
+    None. Returns the reduced lines. Shared by the fuzzers' reducers."""
+    changed = True
+    while changed:
+        changed = False
+        for depth in depths:
+            chunks = split_chunks(lines, depth)
+            size = max(1, len(chunks) // 2)
+            while size >= 1:
+                i, progress = 0, False
+                while i < len(chunks):
+                    batch, j = [], i
+                    while j < len(chunks) and len(batch) < 2 * jobs:
+                        drop = {n for c in chunks[j:j + size] for n in c}
+                        batch.append([l for n, l in enumerate(lines) if n not in drop])
+                        j += size
+                    got = try_batch(batch)
+                    if got is not None:
+                        lines = got
+                        chunks = split_chunks(lines, depth)
+                        changed = progress = True
+                        print(f"  {len([l for l in lines if l.strip()])} lines", flush=True)
+                    else:
+                        i = j
+                if not progress:
+                    size //= 2
+    return lines
+
+
 def reduce_case(case: Path, out: Path, weft: str, oracle: str, venv: str, jobs: int) -> int:
     """Greedy reduction: removes top-level items, then statements inside blocks, a run at a
     time, keeping a candidate when the reference and weft still disagree in the same way."""
@@ -2354,33 +2391,7 @@ def reduce_case(case: Path, out: Path, weft: str, oracle: str, venv: str, jobs: 
             print(f"  kept a window: {len([l for l in lines if l.strip()])} lines", flush=True)
             break
 
-    changed = True
-    while changed:
-        changed = False
-        for depth in (0, 1, 2, 3):
-            chunks = split_chunks(lines, depth)
-            size = max(1, len(chunks) // 2)
-            while size >= 1:
-                i = 0
-                progress = False
-                while i < len(chunks):
-                    batch, spans = [], []
-                    j = i
-                    while j < len(chunks) and len(batch) < 2 * jobs:
-                        drop = {n for c in chunks[j:j + size] for n in c}
-                        batch.append([l for n, l in enumerate(lines) if n not in drop])
-                        spans.append(j)
-                        j += size
-                    got = try_batch(batch)
-                    if got is not None:
-                        lines = got
-                        chunks = split_chunks(lines, depth)
-                        changed = progress = True
-                        print(f"  {len([l for l in lines if l.strip()])} lines", flush=True)
-                    else:
-                        i = j
-                if not progress:
-                    size //= 2
+    lines = remove_chunks(lines, try_batch, jobs, (0, 1, 2, 3))
     (out / "main.cf").write_text("\n".join(lines))
     print(f"reduced to {len([l for l in lines if l.strip()])} lines after {tests} reference runs: {out / 'main.cf'}")
     return 0

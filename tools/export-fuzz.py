@@ -837,14 +837,7 @@ def run_weft(weft: str, case: Path, timeout=120) -> dict:
         return {"status": "error", "kind": "<timeout>", "message": "", "resources": [], "warnings": 0}
     kind = message = None
     warnings = 0
-    for line in cp.stderr.splitlines():
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            d = json.loads(line)
-        except json.JSONDecodeError:
-            continue
+    for d in evalfuzz.json_diagnostics(cp.stderr):
         if d.get("severity") == "error" and kind is None:
             kind, message = d.get("kind"), d.get("message", "")
         elif d.get("severity") == "warning" and "resource" in d.get("message", "").lower():
@@ -991,30 +984,7 @@ def reduce_case(case: Path, out: Path, weft: str, venv: Path, jobs: int) -> int:
                     return cands[k]
         return None
 
-    changed = True
-    while changed:
-        changed = False
-        for depth in (0, 1, 2):
-            chunks = evalfuzz.split_chunks(lines, depth)
-            size = max(1, len(chunks) // 2)
-            while size >= 1:
-                i, progress = 0, False
-                while i < len(chunks):
-                    batch, j = [], i
-                    while j < len(chunks) and len(batch) < 2 * jobs:
-                        drop = {n for c in chunks[j:j + size] for n in c}
-                        batch.append([l for n, l in enumerate(lines) if n not in drop])
-                        j += size
-                    got = try_batch(batch)
-                    if got is not None:
-                        lines = got
-                        chunks = evalfuzz.split_chunks(lines, depth)
-                        changed = progress = True
-                        print(f"  {len([l for l in lines if l.strip()])} lines", flush=True)
-                    else:
-                        i = j
-                if not progress:
-                    size //= 2
+    lines = evalfuzz.remove_chunks(lines, try_batch, jobs, (0, 1, 2))
     (out / "main.cf").write_text("\n".join(lines))
     print(f"reduced to {len([l for l in lines if l.strip()])} lines after {runs} reference runs: {out / 'main.cf'}")
     return 0
