@@ -146,6 +146,10 @@ pub fn to_diagnostic(program: &Program, error: EvalError) -> Diagnostic {
             }
         }
     }
+    // An error located at a read still shows the instance it is about.
+    if let (Some(_), Some((location, text))) = (error.location, &error.shown_at) {
+        d = d.with_label(*location, text.clone());
+    }
     for (location, message) in &error.labels {
         d = d.with_label(*location, message.clone());
     }

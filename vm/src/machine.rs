@@ -93,8 +93,9 @@ pub struct EvalErrorData {
     /// does, is still shown.
     pub arose: Option<Location>,
     /// Where to show an error that the reference reports without a place (an incomplete
-    /// instance: where it was constructed), with what to say there. It takes no part in the
-    /// order in which the reference sorts errors, which `location` decides.
+    /// instance: where it was constructed), with what to say there; a label when the error
+    /// has a place after all (an empty optional relation read by a call). It takes no part in
+    /// the order in which the reference sorts errors, which `location` decides.
     pub shown_at: Option<(Location, String)>,
 }
 
@@ -4076,7 +4077,9 @@ impl Machine {
                     Some(x) => *x,
                     None => {
                         let mut values = Values(SmallVec::new());
-                        self.values_into(requires, &mut values)?;
+                        // Reading an argument's value can fail (an optional relation with no
+                        // value); the call is the place to show, as for other reads.
+                        self.values_into(requires, &mut values).map_err(|e| e.at(location))?;
                         let mut pos = Vec::new();
                         for x in a.iter() {
                             pos.push(self.eval(*x, &values, scope)?);
