@@ -204,11 +204,11 @@ fn reference_type(reference: &Reference) -> Result<&'static str, String> {
     }
 }
 
-/// The reference's `ReferenceModel`: `{"type", "args", "id"}`, with the id computed as the
-/// reference computes it (a name-based uuid3 of the md5 of its sorted JSON).
 /// The Python module of std's reference types.
 const STD_REFERENCES: &str = "inmanta_plugins.std";
 
+/// The reference's `ReferenceModel`: `{"type", "args", "id"}`, with the id computed as the
+/// reference computes it (a name-based uuid3 of the md5 of its sorted JSON).
 fn serialize_reference(reference: &Reference, depth: usize) -> Result<(String, Json), String> {
     if depth > 64 {
         return Err("references nested more than 64 deep".to_string());
