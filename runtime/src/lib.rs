@@ -140,15 +140,15 @@ pub fn to_diagnostic(program: &Program, error: EvalError) -> Diagnostic {
             d = d.at(location, "").with_label(arose, "not found in this scope".to_string())
         }
         (Some(location), None) => d = d.at(location, ""),
-        (None, _) => {
-            if let Some((location, text)) = &error.shown_at {
-                d = d.at(*location, text.clone());
-            }
-        }
+        (None, _) => {}
     }
-    // An error located at a read still shows the instance it is about.
-    if let (Some(_), Some((location, text))) = (error.location, &error.shown_at) {
-        d = d.with_label(*location, text.clone());
+    // Shown where the error has no place; an error located at a read still shows the
+    // instance it is about.
+    if let Some((location, text)) = &error.shown_at {
+        d = match error.location {
+            None => d.at(*location, text.clone()),
+            Some(_) => d.with_label(*location, text.clone()),
+        };
     }
     for (location, message) in &error.labels {
         d = d.with_label(*location, message.clone());
