@@ -4275,16 +4275,26 @@ impl Machine {
         }
         let instance_scope = self.instance_scope(inst);
         for &imp in &implement.implementations {
-            if self.instances[inst as usize].implementations.contains(&imp) {
+            if !self.record_implementation(inst, imp) {
                 continue;
             }
-            self.instances[inst as usize].implementations.push(imp);
             let implementation = &p.implementations[imp.index()];
             let ns_scope = self.push_scope(Scope::Ns { ns: implementation.ns, parent: instance_scope });
             let ctx = self.block_context(implementation.body, ns_scope);
             self.emit_block(implementation.body, ctx)?;
         }
         Ok(())
+    }
+
+    /// Records that an implementation applies to an instance; false when it already did (an
+    /// implementation runs once per instance, however many `implement`s select it).
+    fn record_implementation(&mut self, inst: InstanceId, imp: weft_ir::program::ImplId) -> bool {
+        let recorded = &mut self.instances[inst as usize].implementations;
+        if recorded.contains(&imp) {
+            return false;
+        }
+        recorded.push(imp);
+        true
     }
 
     fn instance_scope(&mut self, inst: InstanceId) -> ScopeId {
@@ -4730,11 +4740,8 @@ impl Machine {
         if implement.condition.is_none()
             && implement.implementations.iter().all(|imp| p.block(p.implementations[imp.index()].body).stmts.is_empty())
         {
-            let recorded = &mut self.instances[inst as usize].implementations;
             for &imp in &implement.implementations {
-                if !recorded.contains(&imp) {
-                    recorded.push(imp);
-                }
+                self.record_implementation(inst, imp);
             }
             return Ok(());
         }
