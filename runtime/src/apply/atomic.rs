@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 
 /// What the new file gets before it becomes visible.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(super) struct FileAttributes {
+pub(crate) struct FileAttributes {
     /// The mode bits; `None` keeps what creation gave (0o666 minus the umask).
     pub mode: Option<u32>,
     /// The owner; `None` keeps the writing process's.
@@ -32,7 +32,7 @@ pub(super) struct FileAttributes {
 }
 
 /// Replaces (or creates) `target` with `content`, atomically.
-pub(super) fn write_file(target: &Path, content: &[u8], attributes: FileAttributes) -> io::Result<()> {
+pub(crate) fn write_file(target: &Path, content: &[u8], attributes: FileAttributes) -> io::Result<()> {
     let (directory, name) = split_target(target)?;
     match write_unnamed(directory, name, target, content, attributes) {
         Ok(()) => Ok(()),

@@ -18,12 +18,13 @@
 //! * `handler`: the `Handler` trait (read the current state, diff, apply, reload) and the
 //!   generic driver; one implementation per resource type in `null`, `file`, `directory`,
 //!   `symlink` and `exec`. A `report_only` resource is only read and diffed.
-//! * `atomic`: crash-safe file replacement (an unnamed `O_TMPFILE` written, chmod-ed, chown-ed
-//!   and fdatasync-ed before it gets a name and is renamed over the target).
+//! * `atomic`: crash-safe file replacement (an unnamed `O_TMPFILE` written, chown-ed and
+//!   chmod-ed before it gets a name and is renamed over the target); also what
+//!   `std::generate_password` writes its store with.
 //! * `report`: the report types and their text and JSON renderings.
 
 mod accounts;
-mod atomic;
+pub(crate) mod atomic;
 mod directory;
 mod exec;
 mod file;

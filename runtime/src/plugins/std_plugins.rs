@@ -1445,37 +1445,19 @@ fn generate_password(ctx: &mut Ctx) -> NativeResult {
 /// file's mode (a store made readable by its owner only stays so). A new file gets the
 /// process's default mode, as the reference's `open` gives it.
 fn write_passwords(file: &Path, text: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    use std::os::unix::fs::PermissionsExt;
     let target = match std::fs::canonicalize(file) {
         Ok(target) => target,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => file.to_path_buf(),
         Err(e) => return Err(e),
     };
-    let dir = target.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
+    std::fs::create_dir_all(target.parent().unwrap_or(Path::new(".")))?;
     let mode = std::fs::metadata(&target).ok().map(|m| m.permissions().mode() & 0o7777);
-    let temporary = dir.join(format!(".passwordfile.txt.{}", std::process::id()));
-    // A leftover of a process that had this id is ours to replace; `create_new` then makes sure
-    // the content goes to a file made here, never through a link somebody left at that name.
-    match std::fs::remove_file(&temporary) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-        _ => {}
-    }
-    let written = (|| {
-        let mut out =
-            std::fs::OpenOptions::new().write(true).create_new(true).mode(mode.unwrap_or(0o666)).open(&temporary)?;
-        if let Some(mode) = mode {
-            // The umask may have narrowed the mode `open` gave; the old file's is the one to keep.
-            out.set_permissions(std::fs::Permissions::from_mode(mode))?;
-        }
-        out.write_all(text.as_bytes())?;
-        std::fs::rename(&temporary, &target)
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&temporary);
-    }
-    written
+    crate::apply::atomic::write_file(
+        &target,
+        text.as_bytes(),
+        crate::apply::atomic::FileAttributes { mode, ..Default::default() },
+    )
 }
 
 /// `length` characters drawn uniformly from letters and digits, with bytes of
