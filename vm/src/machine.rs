@@ -4288,6 +4288,7 @@ impl Machine {
 
     /// Records that an implementation applies to an instance; false when it already did (an
     /// implementation runs once per instance, however many `implement`s select it).
+    #[inline]
     fn record_implementation(&mut self, inst: InstanceId, imp: weft_ir::program::ImplId) -> bool {
         let recorded = &mut self.instances[inst as usize].implementations;
         if recorded.contains(&imp) {
