@@ -159,7 +159,7 @@ pub fn run(
         i += 1;
         // 1. Drain the run queue.
         while let Some(w) = machine.run_queue.pop_front() {
-            machine.prefetch_upcoming();
+            machine.prefetch_upcoming(w);
             machine.execute(w).map_err(|e| vec![e])?;
             until_memory_check -= 1;
             if until_memory_check == 0 {

@@ -2026,51 +2026,117 @@ impl Machine {
         })
     }
 
-    /// Asks the processor to start loading what the next tasks of the run queue will touch,
+    /// Asks the processor to start loading what the next entries of the run queue will touch,
     /// while the current one runs. The evaluator's time goes mostly to cache misses: the
     /// task slots and cells of a large model are spread over hundreds of megabytes, and a
     /// task's first access to its slot and to its requirement cells each waits for memory.
     /// Three stages, as in software pipelining, each reading only what an earlier call asked
-    /// for: the slot of the task three places ahead; the requirement cells and target cell of
-    /// the task two places ahead; the shared values (their reference counts) held by the
-    /// requirement cells of the next task.
-    pub fn prefetch_upcoming(&self) {
-        let [next, second, third] = self.run_queue.first_three();
-        if let Some(third) = third
-            && is_task_slot(third)
-        {
-            let slot = &self.waiters[third as usize];
-            prefetch(slot);
-            prefetch((slot as *const Waiter).wrapping_byte_add(64));
+    /// for:
+    ///
+    /// * three places ahead: a task's slot; a resumption's cells (the proxy it connects and
+    ///   the cell it connects it to); a deferred task's target cell;
+    /// * two places ahead: a task's requirement cells and target cell; the wait node of the
+    ///   task that a resumption's requirement proxy holds;
+    /// * the next entry: the shared values (their reference counts) held by a task's
+    ///   requirement cells; the slot of the task that a requirement proxy holds, whose
+    ///   requirement list the resumption rewrites.
+    ///
+    /// `current` is the entry just taken from the run queue, which has not run yet: when it
+    /// is a resumption or a deferred task, it is still the front of its queue.
+    pub fn prefetch_upcoming(&self, current: WaiterId) {
+        let upcoming = self.run_queue.first_three();
+        // Where each upcoming resumption and deferred task is in its own queue.
+        let mut resumption = usize::from(current == RESUMPTION);
+        let mut deferred = usize::from(current == DEFERRED);
+        for (ahead, entry) in upcoming.into_iter().enumerate() {
+            let Some(entry) = entry else { break };
+            if entry == RESUMPTION {
+                if let Some(&(resumer, cell)) = self.resumptions.get(resumption) {
+                    self.prefetch_resumption(ahead, resumer, cell);
+                }
+                resumption += 1;
+            } else if entry == DEFERRED {
+                if ahead == 2
+                    && let Some(Deferred::Exec { target: cell, .. } | Deferred::Cond { result: cell, .. }) =
+                        self.deferred.get(deferred)
+                    && let Some(cell) = self.cells.get(*cell as usize)
+                {
+                    prefetch(cell);
+                }
+                deferred += 1;
+            } else if is_task_slot(entry) {
+                self.prefetch_task(ahead, entry);
+            }
         }
-        if let Some(second) = second
-            && is_task_slot(second)
-        {
-            let task = &self.waiters[second as usize];
-            for &(_, cell) in task.requires.iter() {
+    }
+
+    #[inline(always)]
+    fn prefetch_task(&self, ahead: usize, task: WaiterId) {
+        match ahead {
+            2 => {
+                let slot = &self.waiters[task as usize];
+                prefetch(slot);
+                prefetch((slot as *const Waiter).wrapping_byte_add(64));
+            }
+            1 => {
+                let task = &self.waiters[task as usize];
+                for &(_, cell) in task.requires.iter() {
+                    prefetch(&self.cells[cell as usize]);
+                }
+                // The cell the task will set.
+                if let Some(
+                    Body::Exec { target: cell, .. }
+                    | Body::Lazy { target: cell, .. }
+                    | Body::Lookup { target: cell, .. }
+                    | Body::Cond { result: cell, .. }
+                    | Body::Call { result: cell, .. },
+                ) = &task.body
+                {
+                    prefetch(&self.cells[*cell as usize]);
+                }
+            }
+            _ => {
+                for &(_, cell) in self.waiters[task as usize].requires.iter() {
+                    // A clone of a shared value writes its reference count, which is at the
+                    // address the payload holds.
+                    let c = &self.cells[cell as usize];
+                    if matches!(c.tag(), TAG_STR | TAG_LIST | TAG_DICT) {
+                        prefetch(c.value.words()[0] as usize as *const u8);
+                    }
+                }
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn prefetch_resumption(&self, ahead: usize, resumer: Resumer, cell: CellId) {
+        let proxy = match resumer {
+            Resumer::Reader(proxy) | Resumer::Requirement(proxy) => Some(proxy),
+            Resumer::Eager(_) | Resumer::IsDefined { .. } => None,
+        };
+        match ahead {
+            2 => {
                 prefetch(&self.cells[cell as usize]);
+                if let Some(proxy) = proxy {
+                    prefetch(&self.cells[proxy as usize]);
+                }
             }
-            // The cell the task will set.
-            if let Some(
-                Body::Exec { target: cell, .. }
-                | Body::Lazy { target: cell, .. }
-                | Body::Lookup { target: cell, .. }
-                | Body::Cond { result: cell, .. }
-                | Body::Call { result: cell, .. },
-            ) = &task.body
-            {
-                prefetch(&self.cells[*cell as usize]);
+            1 => {
+                if let Resumer::Requirement(proxy) = resumer
+                    && let Some(node) = self.wait_nodes.nodes.get(self.cells[proxy as usize].waiters.tail as usize)
+                {
+                    prefetch(node);
+                }
             }
-        }
-        if let Some(next) = next
-            && is_task_slot(next)
-        {
-            for &(_, cell) in self.waiters[next as usize].requires.iter() {
-                // A clone of a shared value writes its reference count, which is at the
-                // address the payload holds.
-                let c = &self.cells[cell as usize];
-                if matches!(c.tag(), TAG_STR | TAG_LIST | TAG_DICT) {
-                    prefetch(c.value.words()[0] as usize as *const u8);
+            _ => {
+                // A requirement proxy is held by one task nearly always, and a list of one
+                // node is its own successor, so the tail node names the task.
+                if let Resumer::Requirement(proxy) = resumer
+                    && let Some(&(task, _)) =
+                        self.wait_nodes.nodes.get(self.cells[proxy as usize].waiters.tail as usize)
+                    && let Some(slot) = self.waiters.get(task as usize)
+                {
+                    prefetch(slot);
                 }
             }
         }
