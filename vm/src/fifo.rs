@@ -108,18 +108,15 @@ impl<T: Copy> Fifo<T> {
         Some(&self.blocks[block][position & BLOCK_MASK])
     }
 
-    /// The first three entries, for looking ahead: one block access when they share the
-    /// front block, as they nearly always do, instead of three positions computed apart.
+    /// The first `N` entries, for looking ahead: one block access when they share the front
+    /// block, as they nearly always do, instead of `N` positions computed apart.
     #[inline]
-    pub fn first_three(&self) -> [Option<T>; 3] {
+    pub fn first_n<const N: usize>(&self) -> [Option<T>; N] {
         let len = self.len();
         let offset = self.head & BLOCK_MASK;
         match self.blocks.front() {
-            Some(block) if offset + 3 <= BLOCK_LEN => {
-                let entries = &block[offset..offset + 3];
-                [(len > 0).then(|| entries[0]), (len > 1).then(|| entries[1]), (len > 2).then(|| entries[2])]
-            }
-            _ => [self.get(0).copied(), self.get(1).copied(), self.get(2).copied()],
+            Some(block) if offset + N <= BLOCK_LEN => std::array::from_fn(|i| (len > i).then(|| block[offset + i])),
+            _ => std::array::from_fn(|i| self.get(i).copied()),
         }
     }
 
@@ -152,8 +149,8 @@ mod tests {
             for i in [0, 1, 2, block as usize - 1, block as usize, fifo.len() - 1] {
                 assert_eq!(fifo.get(i), expected.get(i));
             }
-            let ahead: Vec<Option<u32>> = (0..3).map(|i| expected.get(i).copied()).collect();
-            assert_eq!(fifo.first_three().to_vec(), ahead);
+            let ahead: Vec<Option<u32>> = (0..5).map(|i| expected.get(i).copied()).collect();
+            assert_eq!(fifo.first_n::<5>().to_vec(), ahead);
             assert_eq!(fifo.get(fifo.len()), None);
             for _ in 0..(block * 2 + round * 11) {
                 assert_eq!(fifo.pop_front(), expected.pop_front());
@@ -162,6 +159,9 @@ mod tests {
         }
         while let Some(v) = expected.pop_front() {
             assert_eq!(fifo.front(), Some(&v));
+            let ahead: Vec<Option<u32>> =
+                std::iter::once(Some(v)).chain((0..4).map(|i| expected.get(i).copied())).collect();
+            assert_eq!(fifo.first_n::<5>().to_vec(), ahead);
             assert_eq!(fifo.pop_front(), Some(v));
         }
         assert!(fifo.is_empty());

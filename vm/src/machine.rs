@@ -2031,11 +2031,12 @@ impl Machine {
     /// task slots and cells of a large model are spread over hundreds of megabytes, and a
     /// task's first access to its slot and to its requirement cells each waits for memory.
     /// Three stages, as in software pipelining, each reading only what an earlier call asked
-    /// for:
+    /// for, two entries apart (one entry apart left many loads still waiting: resumptions
+    /// and deferred tasks run in a fraction of a task's time):
     ///
-    /// * three places ahead: a task's slot; a resumption's cells (the proxy it connects and
+    /// * five places ahead: a task's slot; a resumption's cells (the proxy it connects and
     ///   the cell it connects it to); a deferred task's target cell;
-    /// * two places ahead: a task's requirement cells and target cell; the wait node of the
+    /// * three places ahead: a task's requirement cells and target cell; the wait node of the
     ///   task that a resumption's requirement proxy holds;
     /// * the next entry: the shared values (their reference counts) held by a task's
     ///   requirement cells; the slot of the task that a requirement proxy holds, whose
@@ -2044,7 +2045,7 @@ impl Machine {
     /// `current` is the entry just taken from the run queue, which has not run yet: when it
     /// is a resumption or a deferred task, it is still the front of its queue.
     pub fn prefetch_upcoming(&self, current: WaiterId) {
-        let upcoming = self.run_queue.first_three();
+        let upcoming = self.run_queue.first_n::<5>();
         // Where each upcoming resumption and deferred task is in its own queue.
         let mut resumption = usize::from(current == RESUMPTION);
         let mut deferred = usize::from(current == DEFERRED);
@@ -2056,7 +2057,7 @@ impl Machine {
                 }
                 resumption += 1;
             } else if entry == DEFERRED {
-                if ahead == 2
+                if ahead == 4
                     && let Some(Deferred::Exec { target: cell, .. } | Deferred::Cond { result: cell, .. }) =
                         self.deferred.get(deferred)
                     && let Some(cell) = self.cells.get(*cell as usize)
@@ -2073,12 +2074,12 @@ impl Machine {
     #[inline(always)]
     fn prefetch_task(&self, ahead: usize, task: WaiterId) {
         match ahead {
-            2 => {
+            4 => {
                 let slot = &self.waiters[task as usize];
                 prefetch(slot);
                 prefetch((slot as *const Waiter).wrapping_byte_add(64));
             }
-            1 => {
+            2 => {
                 let task = &self.waiters[task as usize];
                 for &(_, cell) in task.requires.iter() {
                     prefetch(&self.cells[cell as usize]);
@@ -2095,7 +2096,7 @@ impl Machine {
                     prefetch(&self.cells[*cell as usize]);
                 }
             }
-            _ => {
+            0 => {
                 for &(_, cell) in self.waiters[task as usize].requires.iter() {
                     // A clone of a shared value writes its reference count, which is at the
                     // address the payload holds.
@@ -2105,6 +2106,7 @@ impl Machine {
                     }
                 }
             }
+            _ => {}
         }
     }
 
@@ -2115,20 +2117,20 @@ impl Machine {
             Resumer::Eager(_) | Resumer::IsDefined { .. } => None,
         };
         match ahead {
-            2 => {
+            4 => {
                 prefetch(&self.cells[cell as usize]);
                 if let Some(proxy) = proxy {
                     prefetch(&self.cells[proxy as usize]);
                 }
             }
-            1 => {
+            2 => {
                 if let Resumer::Requirement(proxy) = resumer
                     && let Some(node) = self.wait_nodes.nodes.get(self.cells[proxy as usize].waiters.tail as usize)
                 {
                     prefetch(node);
                 }
             }
-            _ => {
+            0 => {
                 // A requirement proxy is held by one task nearly always, and a list of one
                 // node is its own successor, so the tail node names the task.
                 if let Resumer::Requirement(proxy) = resumer
@@ -2139,6 +2141,7 @@ impl Machine {
                     prefetch(slot);
                 }
             }
+            _ => {}
         }
     }
 
