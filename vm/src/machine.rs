@@ -829,6 +829,31 @@ struct ProxyListener {
     notify: bool,
 }
 
+/// A direct-mapped cache of variable lookups: (scope, name) to the cell found. The statements
+/// of one block read the same few names (`self` above all) from the same scope, and each
+/// lookup walked the chain of scopes, whose entries are spread over the table and mostly cold.
+/// Scopes are never removed or changed once pushed, so a lookup's result never goes stale.
+struct LookupCache {
+    /// (scope, name, cell); an entry with the scope `NONE` is empty.
+    entries: Box<[(ScopeId, Symbol, CellId); LookupCache::LEN]>,
+}
+
+impl Default for LookupCache {
+    fn default() -> Self {
+        LookupCache { entries: Box::new([(NONE, Symbol::from_u32(0), NONE); LookupCache::LEN]) }
+    }
+}
+
+impl LookupCache {
+    const LEN: usize = 1024;
+
+    #[inline]
+    fn slot(scope: ScopeId, name: Symbol) -> usize {
+        let mixed = (scope ^ name.as_u32().rotate_left(16)).wrapping_mul(0x9E37_79B1);
+        (mixed >> (32 - Self::LEN.trailing_zeros())) as usize
+    }
+}
+
 /// The distinct locations cells were set at, so that a cell stores a four-byte index instead
 /// of a twelve-byte location. There are as many as the program has statements and
 /// expressions at most, so the table stays small and hot in the cache.
@@ -1348,6 +1373,8 @@ pub struct Machine {
     pub instances: Table<Instance>,
     /// Where cells were set (see `Cell::location`).
     locations: LocationTable,
+    /// Recent variable lookups (see [`Machine::lookup_var`]).
+    lookups: LookupCache,
     /// Constructor locations after an instance's first (see `Instance::more_locations`).
     more_locations: Vec<Vec<Location>>,
     /// Per block, its distinct variables in declaration order (see `Scope::Block`).
@@ -1490,6 +1517,7 @@ impl Machine {
             more_locations: Vec::new(),
             slot_tables,
             locations: LocationTable::default(),
+            lookups: LookupCache::default(),
             block_variables,
             entities,
             ns_scopes: Vec::new(),
@@ -2034,9 +2062,9 @@ impl Machine {
     /// for, two entries apart (one entry apart left many loads still waiting: resumptions
     /// and deferred tasks run in a fraction of a task's time):
     ///
-    /// * five places ahead: a task's slot; a resumption's cells (the proxy it connects and
-    ///   the cell it connects it to); a deferred task's target cell;
-    /// * three places ahead: a task's requirement cells and target cell; the wait node of the
+    /// * the fifth entry after the current one: a task's slot; a resumption's cells (the
+    ///   proxy it connects and the cell it connects it to); a deferred task's target cell;
+    /// * the third: a task's requirement cells and target cell; the wait node of the
     ///   task that a resumption's requirement proxy holds;
     /// * the next entry: the shared values (their reference counts) held by a task's
     ///   requirement cells; the slot of the task that a requirement proxy holds, whose
@@ -2045,29 +2073,47 @@ impl Machine {
     /// `current` is the entry just taken from the run queue, which has not run yet: when it
     /// is a resumption or a deferred task, it is still the front of its queue.
     pub fn prefetch_upcoming(&self, current: WaiterId) {
-        let upcoming = self.run_queue.first_n::<5>();
-        // Where each upcoming resumption and deferred task is in its own queue.
-        let mut resumption = usize::from(current == RESUMPTION);
-        let mut deferred = usize::from(current == DEFERRED);
-        for (ahead, entry) in upcoming.into_iter().enumerate() {
-            let Some(entry) = entry else { break };
-            if entry == RESUMPTION {
-                if let Some(&(resumer, cell)) = self.resumptions.get(resumption) {
-                    self.prefetch_resumption(ahead, resumer, cell);
-                }
-                resumption += 1;
-            } else if entry == DEFERRED {
-                if ahead == 4
-                    && let Some(Deferred::Exec { target: cell, .. } | Deferred::Cond { result: cell, .. }) =
-                        self.deferred.get(deferred)
-                    && let Some(cell) = self.cells.get(*cell as usize)
-                {
-                    prefetch(cell);
-                }
-                deferred += 1;
-            } else if is_task_slot(entry) {
-                self.prefetch_task(ahead, entry);
+        // Near the end of the queue, or of its front block, nothing is prefetched: that is a
+        // few entries in thousands.
+        let upcoming = self.run_queue.front_block();
+        let Some(&[next, first_gap, third, second_gap, fifth]) = upcoming.first_chunk::<5>() else { return };
+        let resumptions = self.resumptions.front_block();
+        // Where each upcoming resumption is in its own queue: after the current entry and the
+        // entries before it that are one.
+        let is_resumption = |entry: WaiterId| usize::from(entry == RESUMPTION);
+        let mut resumption = is_resumption(current);
+        self.prefetch_entry(0, next, resumptions, resumption);
+        resumption += is_resumption(next) + is_resumption(first_gap);
+        self.prefetch_entry(2, third, resumptions, resumption);
+        resumption += is_resumption(third) + is_resumption(second_gap);
+        if fifth == DEFERRED {
+            let is_deferred = |entry: WaiterId| usize::from(entry == DEFERRED);
+            let deferred = is_deferred(current)
+                + is_deferred(next)
+                + is_deferred(first_gap)
+                + is_deferred(third)
+                + is_deferred(second_gap);
+            if let Some(Deferred::Exec { target: cell, .. } | Deferred::Cond { result: cell, .. }) =
+                self.deferred.front_block().get(deferred)
+                && let Some(cell) = self.cells.get(*cell as usize)
+            {
+                prefetch(cell);
             }
+        } else {
+            self.prefetch_entry(4, fifth, resumptions, resumption);
+        }
+    }
+
+    /// One stage of [`Self::prefetch_upcoming`] for the entry `ahead` places after the
+    /// current one, a task or a resumption (`resumptions[resumption]` if it is one).
+    #[inline(always)]
+    fn prefetch_entry(&self, ahead: usize, entry: WaiterId, resumptions: &[(Resumer, CellId)], resumption: usize) {
+        if is_task_slot(entry) {
+            self.prefetch_task(ahead, entry);
+        } else if entry == RESUMPTION
+            && let Some(&(resumer, cell)) = resumptions.get(resumption)
+        {
+            self.prefetch_resumption(ahead, resumer, cell);
         }
     }
 
@@ -3131,6 +3177,19 @@ impl Machine {
     }
 
     /// Resolves a name as the reference's resolvers do.
+    /// [`Self::lookup_in`] from the top of a scope, through [`LookupCache`].
+    #[inline]
+    fn lookup_var(&mut self, scope: ScopeId, name: Symbol) -> R<CellId> {
+        let slot = LookupCache::slot(scope, name);
+        let (s, n, cell) = self.lookups.entries[slot];
+        if s == scope && n == name {
+            return Ok(cell);
+        }
+        let cell = self.lookup_in(scope, VarRef::Name(name), None)?;
+        self.lookups.entries[slot] = (scope, name, cell);
+        Ok(cell)
+    }
+
     fn lookup_in(&self, scope: ScopeId, name: VarRef, root: Option<NsId>) -> R<CellId> {
         let name_sym = match name {
             VarRef::Qualified(ns, sym) => return self.ns_lookup(ns, sym, name),
@@ -3256,7 +3315,7 @@ impl Machine {
         let p = self.prog();
         match &p.stmt(stmt).kind {
             StmtKind::Assign { var, value } => {
-                let target = self.lookup_in(scope, VarRef::Name(*var), None)?;
+                let target = self.lookup_var(scope, *var)?;
                 let reqs = self.requires(*value, scope)?;
                 self.spawn(
                     reqs,
@@ -3334,7 +3393,7 @@ impl Machine {
     ) -> R<()> {
         match base {
             None => {
-                let cell = self.lookup_in(scope, VarRef::Name(name), None)?;
+                let cell = self.lookup_var(scope, name)?;
                 self.resume_variable(resumer, cell)
             }
             Some(b) => {
@@ -3476,7 +3535,11 @@ impl Machine {
         match &e.kind {
             Op::Const(_) => {}
             Op::Var(name) => {
-                let cell = self.lookup_in(scope, *name, None).map_err(|err| err.arose_at(location))?;
+                let cell = match *name {
+                    VarRef::Name(sym) => self.lookup_var(scope, sym),
+                    qualified => self.lookup_in(scope, qualified, None),
+                }
+                .map_err(|err| err.arose_at(location))?;
                 reqs.push((Self::var_key(expr, *name), cell));
             }
             Op::Attr { base, name } => {
