@@ -3176,7 +3176,6 @@ impl Machine {
         self.push_scope(Scope::Block { block, first, parent })
     }
 
-    /// Resolves a name as the reference's resolvers do.
     /// [`Self::lookup_in`] from the top of a scope, through [`LookupCache`].
     #[inline]
     fn lookup_var(&mut self, scope: ScopeId, name: Symbol) -> R<CellId> {
@@ -3190,6 +3189,7 @@ impl Machine {
         Ok(cell)
     }
 
+    /// Resolves a name as the reference's resolvers do.
     fn lookup_in(&self, scope: ScopeId, name: VarRef, root: Option<NsId>) -> R<CellId> {
         let name_sym = match name {
             VarRef::Qualified(ns, sym) => return self.ns_lookup(ns, sym, name),
