@@ -2158,30 +2158,26 @@ impl Machine {
 
     #[inline(always)]
     fn prefetch_resumption(&self, ahead: usize, resumer: Resumer, cell: CellId) {
-        let proxy = match resumer {
-            Resumer::Reader(proxy) | Resumer::Requirement(proxy) => Some(proxy),
-            Resumer::Eager(_) | Resumer::IsDefined { .. } => None,
+        // The wait node of a requirement proxy: one task holds such a proxy nearly always,
+        // and a list of one node is its own successor, so the tail node names the task.
+        let requirement_node = || match resumer {
+            Resumer::Requirement(proxy) => self.wait_nodes.nodes.get(self.cells[proxy as usize].waiters.tail as usize),
+            _ => None,
         };
         match ahead {
             4 => {
                 prefetch(&self.cells[cell as usize]);
-                if let Some(proxy) = proxy {
+                if let Resumer::Reader(proxy) | Resumer::Requirement(proxy) = resumer {
                     prefetch(&self.cells[proxy as usize]);
                 }
             }
             2 => {
-                if let Resumer::Requirement(proxy) = resumer
-                    && let Some(node) = self.wait_nodes.nodes.get(self.cells[proxy as usize].waiters.tail as usize)
-                {
+                if let Some(node) = requirement_node() {
                     prefetch(node);
                 }
             }
             0 => {
-                // A requirement proxy is held by one task nearly always, and a list of one
-                // node is its own successor, so the tail node names the task.
-                if let Resumer::Requirement(proxy) = resumer
-                    && let Some(&(task, _)) =
-                        self.wait_nodes.nodes.get(self.cells[proxy as usize].waiters.tail as usize)
+                if let Some(&(task, _)) = requirement_node()
                     && let Some(slot) = self.waiters.get(task as usize)
                 {
                     prefetch(slot);
