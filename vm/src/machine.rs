@@ -297,15 +297,15 @@ impl CellKind {
 pub struct Cell {
     /// The value's payload; its tag is in `location`'s high bits (see [`PackedValue`]).
     value: PackedValue,
-    /// What only delayed cells (lists, options) need, out of line to keep the common cell
-    /// small: one more than its index in the machine's `exts` table, 0 for none.
-    ext: u32,
-    /// Attribute cells: the owning instance. Proxies: the target cell once connected. `NONE`
-    /// where absent.
-    link: u32,
-    /// The low 28 bits: where the value was set, an index in the machine's `LocationTable`
-    /// (`Cell::NO_LOCATION` before). The high 4 bits: the value's tag (`TAG_EMPTY` without
-    /// one).
+    /// The cell's link until it has an extension, then one more than the extension's index in
+    /// the machine's `exts` table (`Cell::HAS_EXT` tells which). The link is an attribute
+    /// cell's owning instance, a proxy's target cell once connected, `NONE` where absent; a
+    /// cell with an extension keeps it there (`CellExt::link`). Few cells have both, and
+    /// sharing the word keeps a cell at 32 bytes, so that no cell straddles two cache lines.
+    side: u32,
+    /// The low 27 bits: where the value was set, an index in the machine's `LocationTable`
+    /// (`Cell::NO_LOCATION` before). Bit 27: `Cell::HAS_EXT`. The high 4 bits: the value's tag
+    /// (`TAG_EMPTY` without one).
     location: u32,
     waiters: WaitList,
     /// The low 24 bits: the attribute of an attribute cell, the `PackedType` of any other
@@ -329,9 +329,10 @@ const MAX_PACKED_INDEX: u32 = (1 << 24) - 1;
 pub(crate) const MAX_ENTITIES: usize = (MAX_PACKED_INDEX - PackedType::FIRST_ENTITY + 1) as usize;
 pub(crate) const MAX_ATTRIBUTES: usize = MAX_PACKED_INDEX as usize + 1;
 
-// A cell is 36 bytes: a million-instance model has sixteen million of them. Growing it is a
-// decision, not an accident.
-const _: () = assert!(std::mem::size_of::<Cell>() == 36);
+// A cell is 32 bytes: a million-instance model has sixteen million of them, and at 32 bytes
+// none straddles two cache lines (at 36, half of them did). Growing it is a decision, not an
+// accident.
+const _: () = assert!(std::mem::size_of::<Cell>() == 32);
 
 /// A cell's value without the enum's tag word: the payload of a [`Value`] in sixteen bytes,
 /// with the tag kept in four spare bits of the cell's `location` word. A `Value` is 24 bytes
@@ -552,7 +553,9 @@ pub struct CellExt {
     /// Elements of list cells.
     pub items: Items,
     listeners: Option<Vec<CollectorId>>,
-    nb_gradual_waiters: i64,
+    /// The cell's link (see `Cell::side`), moved here when the extension was made.
+    link: u32,
+    nb_gradual_waiters: u32,
     /// Promises acquired on a delayed cell and not yet fulfilled, while `tracks_promises`.
     outstanding: u32,
     /// The length of a delayed cell's waiter list.
@@ -623,8 +626,14 @@ impl Items {
     }
 }
 
-static EMPTY_EXT: CellExt =
-    CellExt { items: Items::Open(Vec::new()), listeners: None, nb_gradual_waiters: 0, outstanding: 0, waiting: 0 };
+static EMPTY_EXT: CellExt = CellExt {
+    items: Items::Open(Vec::new()),
+    listeners: None,
+    link: NONE,
+    nb_gradual_waiters: 0,
+    outstanding: 0,
+    waiting: 0,
+};
 
 impl Cell {
     const KIND_SHIFT: u32 = 24;
@@ -642,16 +651,19 @@ impl Cell {
     const INDEX_MASK: u32 = MAX_PACKED_INDEX;
 
     /// The location bits of a cell whose value has no recorded location.
-    const NO_LOCATION: u32 = (1 << 28) - 1;
+    const NO_LOCATION: u32 = (1 << 27) - 1;
+    /// In `location`: whether `side` holds an extension instead of the link.
+    const HAS_EXT: u32 = 1 << 27;
     const TAG_SHIFT: u32 = 28;
+    const TAG_MASK: u32 = 0xf << Self::TAG_SHIFT;
 
     fn new(kind: CellKind) -> Self {
         Cell {
             value: PackedValue::EMPTY,
-            // Made when first needed (`Machine::xm`): a list that is never filled, listened
-            // to, promised or waited on (a relation nobody sets) reads as empty without one.
-            ext: 0,
-            link: NONE,
+            // No extension: one is made when first needed (`Machine::xm`), and a list that is
+            // never filled, listened to, promised or waited on (a relation nobody sets) reads
+            // as empty without one.
+            side: NONE,
             location: Self::NO_LOCATION,
             waiters: WaitList::EMPTY,
             packed: PackedType::NONE.0
@@ -664,7 +676,7 @@ impl Cell {
     fn attribute(kind: CellKind, instance: InstanceId, attr: AttrId) -> Self {
         debug_assert!(attr.0 <= Self::INDEX_MASK, "the verifier bounds attribute indices");
         let mut cell = Cell::new(kind);
-        cell.link = instance;
+        cell.side = instance;
         cell.set_index(attr.0);
         cell
     }
@@ -700,7 +712,7 @@ impl Cell {
         let previous = self.take_value();
         let (tag, payload) = PackedValue::pack(value);
         self.value = payload;
-        self.location = (self.location & Self::NO_LOCATION) | tag << Self::TAG_SHIFT;
+        self.location = (self.location & !Self::TAG_MASK) | tag << Self::TAG_SHIFT;
         drop(previous);
     }
 
@@ -710,7 +722,7 @@ impl Cell {
         if tag == TAG_EMPTY {
             return None;
         }
-        self.location &= Self::NO_LOCATION;
+        self.location &= !Self::TAG_MASK;
         let payload = std::mem::replace(&mut self.value, PackedValue::EMPTY);
         // SAFETY: the tag and payload come from one `pack`, and the cell gives the payload up
         // (its tag is now empty), so the value takes over what it owned.
@@ -783,12 +795,15 @@ impl Cell {
     }
 
     /// The type a value set here is checked against.
-    fn ty(&self) -> PackedType {
-        if self.owner().is_some() { PackedType::FROM_OWNER } else { PackedType(self.packed & Self::INDEX_MASK) }
+    fn ty(&self, exts: &Table<CellExt>) -> PackedType {
+        if self.owner(exts).is_some() { PackedType::FROM_OWNER } else { PackedType(self.packed & Self::INDEX_MASK) }
     }
 
     fn set_ty(&mut self, ty: PackedType) {
-        debug_assert!(self.owner().is_none(), "an attribute cell's type is its attribute's");
+        debug_assert!(
+            self.kind() == CellKind::Proxy || self.side == NONE,
+            "an attribute cell's type is its attribute's"
+        );
         debug_assert!(ty.0 <= Self::INDEX_MASK, "the verifier bounds entity indices");
         self.set_index(ty.0);
     }
@@ -802,15 +817,54 @@ impl Cell {
         self.kind().is_delayed()
     }
 
+    /// One more than the index of the cell's extension in `exts`, 0 for none.
+    #[inline]
+    fn ext(&self) -> u32 {
+        if self.location & Self::HAS_EXT != 0 { self.side } else { 0 }
+    }
+
+    /// The owning instance, the target or `NONE` (see `side`).
+    #[inline]
+    fn link(&self, exts: &Table<CellExt>) -> u32 {
+        match self.ext() {
+            0 => self.side,
+            ext => exts[ext as usize - 1].link,
+        }
+    }
+
+    fn set_link(&mut self, exts: &mut Table<CellExt>, link: u32) {
+        match self.ext() {
+            0 => self.side = link,
+            ext => exts[ext as usize - 1].link = link,
+        }
+    }
+
+    /// The cell's extension ([`Cell::ext`]), made first if it has none; the link moves there.
+    fn ext_or_make(&mut self, exts: &mut Table<CellExt>) -> u32 {
+        if self.ext() == 0 {
+            let ext = CellExt { link: self.side, ..CellExt::default() };
+            self.side = exts.push(ext) as u32 + 1;
+            self.location |= Self::HAS_EXT;
+        }
+        self.side
+    }
+
     /// For attribute cells: the instance and attribute.
-    pub fn owner(&self) -> Option<(InstanceId, AttrId)> {
-        (self.kind() != CellKind::Proxy && self.link != NONE)
-            .then_some((self.link, AttrId(self.packed & Self::INDEX_MASK)))
+    fn owner(&self, exts: &Table<CellExt>) -> Option<(InstanceId, AttrId)> {
+        if self.kind() == CellKind::Proxy {
+            return None;
+        }
+        let link = self.link(exts);
+        (link != NONE).then_some((link, AttrId(self.packed & Self::INDEX_MASK)))
     }
 
     /// The cell a proxy was connected to.
-    fn target(&self) -> Option<CellId> {
-        (self.kind() == CellKind::Proxy && self.link != NONE).then_some(self.link)
+    fn target(&self, exts: &Table<CellExt>) -> Option<CellId> {
+        if self.kind() != CellKind::Proxy {
+            return None;
+        }
+        let link = self.link(exts);
+        (link != NONE).then_some(link)
     }
 }
 
@@ -1688,7 +1742,7 @@ impl Machine {
     pub fn is_ready(&self, cell: CellId) -> bool {
         let c = &self.cells[cell as usize];
         if c.kind() == CellKind::Proxy {
-            return c.target().is_some_and(|t| self.is_ready(t));
+            return c.target(&self.exts).is_some_and(|t| self.is_ready(t));
         }
         c.has_value()
     }
@@ -1696,7 +1750,7 @@ impl Machine {
     /// A cell's extension, or an empty one for a cell without.
     #[inline]
     fn x(&self, cell: CellId) -> &CellExt {
-        match self.cells[cell as usize].ext {
+        match self.cells[cell as usize].ext() {
             0 => &EMPTY_EXT,
             ext => &self.exts[ext as usize - 1],
         }
@@ -1705,7 +1759,7 @@ impl Machine {
     /// A cell's extension if it has one, to change without making one.
     #[inline]
     fn existing_xm(&mut self, cell: CellId) -> Option<&mut CellExt> {
-        match self.cells[cell as usize].ext {
+        match self.cells[cell as usize].ext() {
             0 => None,
             ext => Some(&mut self.exts[ext as usize - 1]),
         }
@@ -1714,11 +1768,8 @@ impl Machine {
     /// A cell's extension, made when first needed.
     #[inline]
     fn xm(&mut self, cell: CellId) -> &mut CellExt {
-        let c = &mut self.cells[cell as usize];
-        if c.ext == 0 {
-            c.ext = self.exts.push(CellExt::default()) as u32 + 1;
-        }
-        &mut self.exts[c.ext as usize - 1]
+        let ext = self.cells[cell as usize].ext_or_make(&mut self.exts);
+        &mut self.exts[ext as usize - 1]
     }
 
     /// The elements of a list cell.
@@ -1732,8 +1783,13 @@ impl Machine {
         if c.tracks_promises() { self.x(cell).outstanding as i64 } else { 0 }
     }
 
+    /// For attribute cells: the instance and attribute.
+    pub fn cell_owner(&self, cell: CellId) -> Option<(InstanceId, AttrId)> {
+        self.cells[cell as usize].owner(&self.exts)
+    }
+
     fn relation_bounds(&self, cell: CellId) -> Option<(i64, Option<i64>)> {
-        let (_, attr) = self.cells[cell as usize].owner()?;
+        let (_, attr) = self.cells[cell as usize].owner(&self.exts)?;
         match self.program.attribute(attr).kind {
             AttributeKind::Relation(r) => Some((r.lower, r.upper)),
             _ => None,
@@ -1761,7 +1817,7 @@ impl Machine {
         let c = &self.cells[cell as usize];
         debug_assert!(c.is_delayed(), "only delayed cells count their waiters");
         let x = self.x(cell);
-        x.waiting as i64 - x.nb_gradual_waiters
+        x.waiting as i64 - x.nb_gradual_waiters as i64
     }
 
     pub fn is_relation(&self, cell: CellId) -> bool {
@@ -1883,7 +1939,7 @@ impl Machine {
     fn register(&mut self, cell: CellId, waiter: WaiterId) {
         let c = &mut self.cells[cell as usize];
         if c.kind() == CellKind::Proxy {
-            match c.target() {
+            match c.target(&self.exts) {
                 Some(t) => self.register(t, waiter),
                 None => self.push_waiter(cell, waiter),
             }
@@ -2049,7 +2105,7 @@ impl Machine {
                 if cell.kind() != CellKind::Proxy {
                     return Some(c);
                 }
-                c = cell.target()?;
+                c = cell.target(&self.exts)?;
             }
         })
     }
@@ -2202,7 +2258,7 @@ impl Machine {
         let kind = self.cells[cell as usize].kind();
         match kind {
             CellKind::Proxy => {
-                let target = self.cells[cell as usize].target().ok_or_else(|| rt("proxy not connected"))?;
+                let target = self.cells[cell as usize].target(&self.exts).ok_or_else(|| rt("proxy not connected"))?;
                 let value = self.get_value(target)?;
                 if self.cells[cell as usize].is_set(Cell::LISTENED)
                     && let Some(&ProxyListener { collector, location, notify: true }) = self.proxy_listeners.get(&cell)
@@ -2217,7 +2273,7 @@ impl Machine {
                 if !c.has_value() {
                     return Err(EvalError::unset(cell));
                 }
-                if c.ext == 0 {
+                if c.ext() == 0 {
                     return Ok(Value::List(Arc::from([])));
                 }
                 Ok(Value::List(self.xm(cell).items.share()))
@@ -2230,7 +2286,7 @@ impl Machine {
                 match c.value() {
                     Some(v) if !matches!(*v, Value::Null) => Ok(Value::clone(&v)),
                     _ => {
-                        let (inst, attr) = c.owner().expect("relation cell");
+                        let (inst, attr) = c.owner(&self.exts).expect("relation cell");
                         let p = self.prog();
                         let a = p.attribute(attr);
                         let mut error = EvalError::new(
@@ -2263,7 +2319,7 @@ impl Machine {
         let c = &self.cells[cell as usize];
         match c.kind() {
             CellKind::List | CellKind::ListLiteral => Some(self.x(cell).items.to_list()),
-            CellKind::Proxy => c.target().and_then(|t| self.peek(t)),
+            CellKind::Proxy => c.target(&self.exts).and_then(|t| self.peek(t)),
             _ => c.value_cloned(),
         }
     }
@@ -2408,7 +2464,7 @@ impl Machine {
     }
 
     fn connect_proxy(&mut self, proxy: CellId, target: CellId) -> R<()> {
-        self.cells[proxy as usize].link = target;
+        self.cells[proxy as usize].set_link(&mut self.exts, target);
         if self.cells[proxy as usize].is_set(Cell::LISTENED)
             && let Some(&ProxyListener { collector, location, .. }) = self.proxy_listeners.get(&proxy)
         {
@@ -2527,7 +2583,7 @@ impl Machine {
             CellKind::List | CellKind::ListLiteral => {
                 if kind == CellKind::List && matches!(value, Value::Null) {
                     if !self.x(cell).items.is_empty() {
-                        let (inst, attr) = self.cells[cell as usize].owner().expect("relation");
+                        let (inst, attr) = self.cells[cell as usize].owner(&self.exts).expect("relation");
                         let values: Vec<String> = self.x(cell).items.iter().map(|v| self.display_value(v)).collect();
                         return Err(rt(format!(
                             "Trying to set relation attribute `{}` of instance `{}` to null but it has values `{}` assigned already",
@@ -2621,7 +2677,7 @@ impl Machine {
     }
 
     fn list_frozen_error(&self, cell: CellId, value: &Value, location: Location) -> EvalError {
-        if let Some((inst, attr)) = self.cells[cell as usize].owner()
+        if let Some((inst, attr)) = self.cells[cell as usize].owner(&self.exts)
             && let Some((_, Some(high))) = self.relation_bounds(cell)
             && self.x(cell).items.len() as i64 == high
         {
@@ -2636,7 +2692,7 @@ impl Machine {
     }
 
     fn modified_after_freeze(&self, cell: CellId, value: &Value, location: Location) -> EvalError {
-        let what = match self.cells[cell as usize].owner() {
+        let what = match self.cells[cell as usize].owner(&self.exts) {
             Some((inst, attr)) => format!(
                 " The compiler guessed that the relation '{}' on {} would be complete, but the value {} was added at {}.",
                 self.program.name(self.program.attribute(attr).name),
@@ -2666,7 +2722,7 @@ impl Machine {
     }
 
     fn set_inverse(&mut self, cell: CellId, value: &Value, location: Location) -> R<()> {
-        let Some((me, attr)) = self.cells[cell as usize].owner() else { return Ok(()) };
+        let Some((me, attr)) = self.cells[cell as usize].owner(&self.exts) else { return Ok(()) };
         let AttributeKind::Relation(end) = self.program.attribute(attr).kind else { return Ok(()) };
         let Some(inverse) = end.inverse else { return Ok(()) };
         let Some(other) = self.instance_of(value) else { return Ok(()) };
@@ -2811,10 +2867,10 @@ impl Machine {
 
     fn validate_cell(&mut self, cell: CellId, value: &Value) -> R<()> {
         let c = &self.cells[cell as usize];
-        let ty = match c.ty() {
+        let ty = match c.ty(&self.exts) {
             PackedType::NONE => CellType::None,
             PackedType::BOOL => CellType::Bool,
-            PackedType::FROM_OWNER => match c.owner().map(|(_, attr)| self.program.attribute(attr).kind) {
+            PackedType::FROM_OWNER => match c.owner(&self.exts).map(|(_, attr)| self.program.attribute(attr).kind) {
                 Some(AttributeKind::Value(t)) => CellType::Value(t),
                 Some(AttributeKind::Relation(r)) => CellType::Entity(r.target),
                 None => CellType::None,
@@ -3458,7 +3514,7 @@ impl Machine {
     fn resolve_proxy(&self, cell: CellId) -> CellId {
         let c = &self.cells[cell as usize];
         if c.kind() == CellKind::Proxy
-            && let Some(t) = c.target()
+            && let Some(t) = c.target(&self.exts)
         {
             return self.resolve_proxy(t);
         }
@@ -5471,7 +5527,9 @@ mod tests {
 
     use weft_ir::value::Value;
 
-    use super::{Cell, CellKind, PackedType, WaitList, WaitNodes, hash_key_part, key_part_eq, substitute_in_one_pass};
+    use super::{
+        Cell, CellKind, PackedType, Table, WaitList, WaitNodes, hash_key_part, key_part_eq, substitute_in_one_pass,
+    };
 
     /// A cell gives back every kind of value it was given, and owns exactly one count of a
     /// shared value: reading it borrows, cloning it counts one more, replacing or dropping the
@@ -5616,18 +5674,40 @@ mod tests {
             let last_entity = PackedType::entity(weft_ir::program::EntityId(super::MAX_ENTITIES as u32 - 1));
             if *kind == CellKind::Plain {
                 cell.set_ty(last_entity);
-                assert_eq!(cell.ty(), last_entity);
+                assert_eq!(cell.ty(&Table::new()), last_entity);
             }
             cell.set_tracks_promises(false);
             assert_eq!(cell.kind(), *kind);
             assert!(cell.has_value() && cell.queued() && !cell.tracks_promises() && cell.is_set(Cell::LISTENED));
         }
         let attr = weft_ir::program::AttrId(super::MAX_ATTRIBUTES as u32 - 1);
+        let mut exts = Table::new();
         let mut cell = Cell::attribute(CellKind::List, 7, attr);
         cell.set_has_value(true);
-        assert_eq!(cell.owner(), Some((7, attr)));
-        assert_eq!(cell.ty(), PackedType::FROM_OWNER);
+        cell.set_location_index(Cell::NO_LOCATION - 1);
+        cell.set_value(Value::Int(3));
+        assert_eq!(cell.owner(&exts), Some((7, attr)));
+        assert_eq!(cell.ty(&exts), PackedType::FROM_OWNER);
         assert_eq!(cell.kind(), CellKind::List);
+        // An extension takes the owner over, and the location and value stay as they were.
+        assert_eq!(cell.ext(), 0);
+        let ext = cell.ext_or_make(&mut exts);
+        assert_eq!((ext, cell.ext_or_make(&mut exts), exts.len()), (1, 1, 1));
+        assert_eq!(cell.owner(&exts), Some((7, attr)));
+        assert_eq!(cell.ty(&exts), PackedType::FROM_OWNER);
+        assert_eq!(cell.location_index(), Cell::NO_LOCATION - 1);
+        assert_eq!(format!("{:?}", *cell.value().expect("a value")), "Int(3)");
+        cell.set_location_index(5);
+        assert_eq!((cell.ext(), cell.location_index()), (1, 5));
+        // A proxy's target, with and without an extension.
+        let mut proxy = Cell::new(CellKind::Proxy);
+        assert_eq!((proxy.target(&exts), proxy.owner(&exts)), (None, None));
+        proxy.set_link(&mut exts, 11);
+        assert_eq!(proxy.target(&exts), Some(11));
+        assert_eq!(proxy.ext_or_make(&mut exts), 2);
+        assert_eq!(proxy.target(&exts), Some(11));
+        proxy.set_link(&mut exts, 12);
+        assert_eq!((proxy.target(&exts), proxy.owner(&exts)), (Some(12), None));
     }
 
     /// The `{{name}}` spans of a template as the frontend finds them (left to right, no

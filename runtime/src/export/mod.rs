@@ -129,7 +129,7 @@ impl Model {
         let Some(cell) = symbols.get(name).and_then(|&symbol| self.machine.slot(instance, symbol)) else {
             return Read::Missing;
         };
-        let Some((_, attr)) = self.machine.cells[cell as usize].owner() else { return Read::Missing };
+        let Some((_, attr)) = self.machine.cell_owner(cell) else { return Read::Missing };
         let value = self.machine.peek(cell).unwrap_or(Value::Null);
         match program.attribute(attr).kind {
             AttributeKind::Relation(end) if !end.is_multi() => match value {
