@@ -551,7 +551,7 @@ fn evaluate(project: &ProjectArgs, inputs: &InputArgs, keep_model: bool) -> Resu
         let compiled = weft_frontend::compile(&arena, &project.project, &project.load_options());
         let modules = weft_runtime::modules::Modules::from_dirs(compiled.project.module_dirs());
         let executable = match compiled.lowered {
-            Some(lowered) => Some(weft_vm::Executable::from_program(std::sync::Arc::new(lowered))?),
+            Some(lowered) => Some(weft_vm::Executable::for_evaluation(lowered)?),
             None => None,
         };
         (executable, OwnedSources::Text(compiled.project.sources), compiled.diagnostics, modules)
