@@ -31,11 +31,14 @@ impl<T> Default for Table<T> {
     }
 }
 
-/// Chunks a prefaulting thread keeps ready besides the one it hands over. With none, the
-/// evaluating thread still allocated (and faulted in) about 80 MB of the 1.35 GB of chunks of the
-/// million-instance model itself, when a burst of instances filled chunks faster than the
-/// thread prepared them; one more costs a small model a chunk per table (about 2 MB).
-const PREFAULTED_CHUNKS: usize = 1;
+/// Chunks a prefaulting thread keeps ready besides the one it hands over: none, so that a
+/// table has one touched chunk ahead of its last, not two. The chunks ahead are touched and
+/// never used once the table stops growing, and the second one cost 5 MB of the 160 MB peak of
+/// the 93k-instance benchmark. A burst of instances may now fill chunks faster than the thread
+/// prepares them, and the evaluating thread then allocates (and faults in) a chunk itself:
+/// about 80 MB of the 1.35 GB of chunks of the million-instance model, which measured the same
+/// wall time either way (7.5 s).
+const PREFAULTED_CHUNKS: usize = 0;
 
 /// The size of the smallest page: touching one byte per page makes the kernel provide it.
 const PAGE: usize = 4096;
