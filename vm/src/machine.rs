@@ -799,11 +799,8 @@ impl Cell {
         if self.owner(exts).is_some() { PackedType::FROM_OWNER } else { PackedType(self.packed & Self::INDEX_MASK) }
     }
 
-    fn set_ty(&mut self, ty: PackedType) {
-        debug_assert!(
-            self.kind() == CellKind::Proxy || self.side == NONE,
-            "an attribute cell's type is its attribute's"
-        );
+    fn set_ty(&mut self, exts: &Table<CellExt>, ty: PackedType) {
+        debug_assert!(self.owner(exts).is_none(), "an attribute cell's type is its attribute's");
         debug_assert!(ty.0 <= Self::INDEX_MASK, "the verifier bounds entity indices");
         self.set_index(ty.0);
     }
@@ -3610,7 +3607,7 @@ impl Machine {
             }
             Op::And { lhs, .. } | Op::Or { lhs, .. } => {
                 let target = self.new_cell(CellKind::Plain);
-                self.cells[target as usize].set_ty(PackedType::BOOL);
+                self.cells[target as usize].set_ty(&self.exts, PackedType::BOOL);
                 let sub = self.requires(*lhs, scope)?;
                 self.spawn(sub, Body::Lazy { expr, scope, target });
                 reqs.push((Key::Expr(expr), target));
@@ -3677,7 +3674,7 @@ impl Machine {
                     self.requires_into(*v, scope, &mut sub)?;
                 }
                 let target = self.new_cell(CellKind::Plain);
-                self.cells[target as usize].set_ty(PackedType::entity(*entity));
+                self.cells[target as usize].set_ty(&self.exts, PackedType::entity(*entity));
                 self.spawn(sub, Body::Lookup { expr, scope, target });
                 reqs.push((Key::Expr(expr), target));
             }
@@ -4095,7 +4092,7 @@ impl Machine {
                         for s in splats.iter() {
                             params.extend(self.splat(*s, &values, scope)?);
                         }
-                        self.cells[target as usize].set_ty(PackedType::entity(end.target));
+                        self.cells[target as usize].set_ty(&self.exts, PackedType::entity(end.target));
                         (end.target, params)
                     }
                     _ => unreachable!(),
@@ -5673,7 +5670,7 @@ mod tests {
             cell.flag(Cell::LISTENED, true);
             let last_entity = PackedType::entity(weft_ir::program::EntityId(super::MAX_ENTITIES as u32 - 1));
             if *kind == CellKind::Plain {
-                cell.set_ty(last_entity);
+                cell.set_ty(&Table::new(), last_entity);
                 assert_eq!(cell.ty(&Table::new()), last_entity);
             }
             cell.set_tracks_promises(false);
