@@ -846,6 +846,13 @@ impl Cell {
         self.side
     }
 
+    /// The attribute of a relation end's cell, read without the link: cells of the relation
+    /// kinds are made only as attribute cells (`Machine::add_instance`).
+    fn relation_attr(&self) -> Option<AttrId> {
+        matches!(self.kind(), CellKind::Single | CellKind::Option | CellKind::List)
+            .then_some(AttrId(self.packed & Self::INDEX_MASK))
+    }
+
     /// For attribute cells: the instance and attribute.
     fn owner(&self, exts: &Table<CellExt>) -> Option<(InstanceId, AttrId)> {
         if self.kind() == CellKind::Proxy {
@@ -1736,12 +1743,18 @@ impl Machine {
         id
     }
 
+    #[inline]
     pub fn is_ready(&self, cell: CellId) -> bool {
         let c = &self.cells[cell as usize];
         if c.kind() == CellKind::Proxy {
-            return c.target(&self.exts).is_some_and(|t| self.is_ready(t));
+            return self.is_proxy_ready(c);
         }
         c.has_value()
+    }
+
+    /// [`Self::is_ready`] of a proxy: its target's, once it is connected.
+    fn is_proxy_ready(&self, proxy: &Cell) -> bool {
+        proxy.target(&self.exts).is_some_and(|t| self.is_ready(t))
     }
 
     /// A cell's extension, or an empty one for a cell without.
@@ -1786,7 +1799,9 @@ impl Machine {
     }
 
     fn relation_bounds(&self, cell: CellId) -> Option<(i64, Option<i64>)> {
-        let (_, attr) = self.cells[cell as usize].owner(&self.exts)?;
+        let c = &self.cells[cell as usize];
+        let attr = c.relation_attr()?;
+        debug_assert_eq!(c.owner(&self.exts).map(|(_, a)| a), Some(attr), "relation cells are attribute cells");
         match self.program.attribute(attr).kind {
             AttributeKind::Relation(r) => Some((r.lower, r.upper)),
             _ => None,
