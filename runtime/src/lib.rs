@@ -242,6 +242,11 @@ impl Host for RuntimeHost {
         }
     }
 
+    fn plugin_is_pure(&mut self, program: &weft_ir::program::Program, plugin: PluginId) -> bool {
+        let signature = &program.plugins[plugin.index()];
+        self.prepared(signature, plugin).is_pure()
+    }
+
     fn take_prints(&mut self) -> Vec<String> {
         std::mem::take(&mut self.prints)
     }

@@ -208,6 +208,13 @@ pub trait Host: Send + Sync {
         kwargs: Vec<(String, Value)>,
     ) -> Result<Value, PluginFailure>;
 
+    /// Whether a plugin's result is a function of its arguments alone and its call has no
+    /// effect, so that a typedef constraint calling it may be memoized by value. `program`
+    /// is the program `plugin` belongs to.
+    fn plugin_is_pure(&mut self, _program: &Program, _plugin: weft_ir::program::PluginId) -> bool {
+        false
+    }
+
     /// The lines `std::print` wrote so far (the runtime's host collects them).
     fn take_prints(&mut self) -> Vec<String> {
         Vec::new()
@@ -3086,9 +3093,9 @@ impl Machine {
         }
     }
 
-    /// Whether a typedef's constraint `expr` calls no plugin, so that its result depends on
-    /// the value alone (casts are pure; a variable other than `self` is an error, which is
-    /// never memoized).
+    /// Whether a typedef's constraint `expr` calls no plugin but pure ones (the host says
+    /// which: `Host::plugin_is_pure`), so that its result depends on the value alone (casts
+    /// are pure; a variable other than `self` is an error, which is never memoized).
     fn constraint_is_pure(&mut self, td: TypedefId, expr: ExprId) -> bool {
         if self.constraint_pure.len() <= td.index() {
             self.constraint_pure.resize(td.index() + 1, None);
@@ -3110,7 +3117,17 @@ impl Machine {
                 Op::Dict(entries) => pending.extend(entries.iter().map(|(_, v)| *v)),
                 Op::Cond { cond, then, otherwise } => pending.extend([cond, then, otherwise]),
                 Op::Subscript { map, key } => pending.extend([map, key]),
-                Op::Call { callee: Callee::Cast(_), args, kwargs, splats, .. } => {
+                Op::Call { callee, args, kwargs, splats, .. }
+                    if match callee {
+                        Callee::Cast(_) => true,
+                        Callee::Plugin(plugin) => match self.host.as_deref_mut() {
+                            Some(host) => host.plugin_is_pure(&self.program, plugin),
+                            // The host is out while a plugin runs: undecided, so not
+                            // remembered either.
+                            None => return false,
+                        },
+                    } =>
+                {
                     pending.extend(args.iter().copied());
                     pending.extend(kwargs.iter().map(|n| n.expr));
                     pending.extend(splats.iter().copied());

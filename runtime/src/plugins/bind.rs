@@ -17,8 +17,9 @@ use super::{PluginError, PluginHost, Prepared, pyfmt};
 #[derive(Debug, Default)]
 pub(crate) struct Bound {
     /// Every named (not variadic) parameter with its value: given or the default. A parameter
-    /// without a value (only possible when called without checks) is absent.
-    pub values: Vec<(String, Value)>,
+    /// without a value (only possible when called without checks) is absent. The names are
+    /// shared with the plugin's `Prepared`, so that binding allocates no string.
+    pub values: Vec<(Arc<str>, Value)>,
     /// Extra positional arguments (`*args`).
     pub varargs: Vec<Value>,
     /// Extra keyword arguments (`**kwargs`), in call order.
@@ -29,7 +30,7 @@ pub(crate) struct Bound {
 
 impl Bound {
     pub(crate) fn get(&self, name: &str) -> Option<&Value> {
-        self.values.iter().find(|(n, _)| n == name).map(|(_, v)| v)
+        self.values.iter().find(|(n, _)| &**n == name).map(|(_, v)| v)
     }
 }
 
@@ -102,7 +103,8 @@ pub(crate) fn check_args(
         }
     }
 
-    let mut bound = bind_with(params, |i| prepared.defaults[i].clone(), args, kwargs);
+    let mut bound =
+        bind_with(params, |i| prepared.param_names[i].clone(), |i| prepared.defaults[i].clone(), args, kwargs);
     bound.has_unknown = has_unknown;
     Ok(bound)
 }
@@ -160,12 +162,20 @@ fn validate_argument(
 /// Binds arguments as Python does once they are known to fit: positional ones in order (the
 /// rest to `*args`), keywords by name (the rest to `**kwargs`), defaults for the others.
 pub(crate) fn bind(params: &[PluginParam], args: Vec<Value>, kwargs: Vec<(String, Value)>) -> Bound {
-    bind_with(params, |i| params[i].default.as_deref().map(parse_default), args, kwargs)
+    bind_with(
+        params,
+        |i| Arc::from(params[i].name.as_str()),
+        |i| params[i].default.as_deref().map(parse_default),
+        args,
+        kwargs,
+    )
 }
 
-/// [`bind`], with the default of parameter `i` given by `default(i)`.
+/// [`bind`], with the name of parameter `i` given by `name(i)` and its default by
+/// `default(i)`.
 fn bind_with(
     params: &[PluginParam],
+    name: impl Fn(usize) -> Arc<str>,
     default: impl Fn(usize) -> Option<Value>,
     args: Vec<Value>,
     kwargs: Vec<(String, Value)>,
@@ -191,7 +201,7 @@ fn bind_with(
     bound.values.reserve_exact(slots.len());
     for (i, value) in slots {
         if let Some(value) = value.or_else(|| default(i)) {
-            bound.values.push((params[i].name.clone(), value));
+            bound.values.push((name(i), value));
         }
     }
     bound

@@ -238,6 +238,11 @@ pub struct Prepared {
     qualified: String,
     /// The implementation in the registry the `Prepared` was made with.
     run: Option<fn(&mut Call) -> NativeResult>,
+    /// Whether that implementation is pure ([`NativePlugin::pure`]).
+    pure: bool,
+    /// Each parameter's name, in the signature's order, shared by every call's bound
+    /// arguments.
+    param_names: Vec<Arc<str>>,
     /// The resolved annotation of each parameter, in the signature's order (`any` without one).
     param_types: Vec<Arc<types::Ty>>,
     /// The resolved return annotation (`any` without one).
@@ -250,8 +255,11 @@ impl Prepared {
     pub fn new(signature: &PluginSignature, registry: &PluginRegistry) -> Prepared {
         let qualified = signature.qualified_name();
         let resolve = |annotation: Option<&TypeAnnotation>| resolve_or_any(annotation, &signature.namespace);
+        let native = registry.plugin(&qualified);
         Prepared {
-            run: registry.plugin(&qualified).map(|native| native.run),
+            run: native.map(|native| native.run),
+            pure: native.is_some_and(|native| native.pure),
+            param_names: signature.params.iter().map(|p| Arc::from(p.name.as_str())).collect(),
             param_types: signature.params.iter().map(|p| resolve(p.annotation.as_ref())).collect(),
             return_type: resolve(signature.returns.as_ref()),
             defaults: signature.params.iter().map(|p| p.default.as_deref().map(bind::parse_default)).collect(),
@@ -267,6 +275,12 @@ impl Prepared {
     /// Whether the registry has a native implementation.
     pub fn is_native(&self) -> bool {
         self.run.is_some()
+    }
+
+    /// Whether the registry has a native implementation that is a pure function of its
+    /// arguments ([`NativePlugin::pure`]).
+    pub fn is_pure(&self) -> bool {
+        self.pure
     }
 }
 

@@ -139,6 +139,11 @@ pub struct NativePlugin {
     pub returns: Option<&'static str>,
     /// Whether the plugin is called with Unknown arguments (`@plugin(allow_unknown=True)`).
     pub allow_unknown: bool,
+    /// Whether the result is a function of the arguments alone and the call has no effect
+    /// (it reads neither the model nor the host, and prints, writes or remembers nothing).
+    /// A typedef constraint that calls only such plugins is memoized by value, as a regex
+    /// is: std's `ipv4_address` and its kin check every value with `validate_type`.
+    pub pure: bool,
     /// The implementation.
     pub run: fn(&mut Call) -> NativeResult,
 }
@@ -146,7 +151,7 @@ pub struct NativePlugin {
 impl NativePlugin {
     /// A plugin whose Python function has the plugin's name, without return annotation.
     pub const fn new(name: &'static str, params: &'static str, run: fn(&mut Call) -> NativeResult) -> Self {
-        NativePlugin { name, py_name: name, params, returns: None, allow_unknown: false, run }
+        NativePlugin { name, py_name: name, params, returns: None, allow_unknown: false, pure: false, run }
     }
 
     /// With a return annotation (`"\"string\""`, `"list[str]"`).
@@ -164,6 +169,12 @@ impl NativePlugin {
     /// Called with Unknown arguments too.
     pub const fn allow_unknown(mut self) -> Self {
         self.allow_unknown = true;
+        self
+    }
+
+    /// A pure function of its arguments (see [`NativePlugin::pure`]).
+    pub const fn pure(mut self) -> Self {
+        self.pure = true;
         self
     }
 

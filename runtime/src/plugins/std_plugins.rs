@@ -53,6 +53,7 @@ macro_rules! native {
             params: $params,
             returns: $returns,
             allow_unknown: $unknown,
+            pure: false,
             run: $run,
         }
     };
@@ -103,7 +104,7 @@ static NATIVES: &[NativePlugin] = &[
     native!("get_env", "get_env", "name, default_value=None", Some("\"string\""), false, get_env),
     native!("get_env_int", "get_env_int", "name, default_value=None", Some("\"int\""), false, get_env_int),
     native!("is_instance", "is_instance", "obj, cls", Some("\"bool\""), false, is_instance),
-    native!("length", "length", "value", Some("\"int\""), false, length),
+    native!("length", "length", "value", Some("\"int\""), false, length).pure(),
     native!("filter", "filter", "values, not_item", Some("\"list\""), false, filter),
     native!("dict_get", "dict_get", "dct, key", Some("\"string\""), false, dict_get),
     native!("contains", "contains", "dct, key", Some("\"bool\""), false, contains),
@@ -125,8 +126,9 @@ static NATIVES: &[NativePlugin] = &[
         Some("\"bool\""),
         false,
         validate_type
-    ),
-    native!("is_base64_encoded", "is_base64_encoded", "s", Some("\"bool\""), false, is_base64_encoded),
+    )
+    .pure(),
+    native!("is_base64_encoded", "is_base64_encoded", "s", Some("\"bool\""), false, is_base64_encoded).pure(),
     native!("hostname", "hostname", "fqdn", Some("\"string\""), false, hostname),
     native!(
         "prefixlength_to_netmask",

@@ -1577,3 +1577,77 @@ fn builtin_registry_has_no_duplicates() {
         Some("std::Environment")
     );
 }
+
+/// A host that fails the test on any access: what a pure plugin must never need.
+struct SealedHost(Modules);
+
+impl PluginHost for SealedHost {
+    fn print(&mut self, _: &str) {
+        panic!("a pure plugin printed");
+    }
+    fn env_var(&self, _: &str) -> Option<String> {
+        panic!("a pure plugin read the environment");
+    }
+    fn lookup(&mut self, _: &str) -> Result<Value, PluginError> {
+        panic!("a pure plugin read a variable");
+    }
+    fn attribute(&mut self, _: u32, _: &str) -> Result<Value, PluginError> {
+        panic!("a pure plugin read an attribute");
+    }
+    fn instance_type(&self, _: u32) -> String {
+        panic!("a pure plugin read an instance");
+    }
+    fn is_instance_of(&self, _: u32, _: &str) -> bool {
+        panic!("a pure plugin read an instance");
+    }
+    fn instance_display(&self, _: u32) -> String {
+        panic!("a pure plugin read an instance");
+    }
+    fn modules(&self) -> &Modules {
+        &self.0
+    }
+    fn facts(&self) -> Option<&Facts> {
+        panic!("a pure plugin read the facts");
+    }
+    fn check_typedef(&mut self, _: &str, _: &Value) -> Result<bool, PluginError> {
+        panic!("a pure plugin read the model's types");
+    }
+    fn caller_namespace(&self) -> Option<String> {
+        panic!("a pure plugin read its caller");
+    }
+    fn type_exists(&self, _: &str) -> Option<bool> {
+        panic!("a pure plugin read the model's types");
+    }
+    fn data_dir(&self) -> PathBuf {
+        panic!("a pure plugin read the data directory");
+    }
+}
+
+/// The std plugins marked pure (whose typedef constraints are memoized by value) give the
+/// same result twice without touching the host, for valid and invalid values alike. A
+/// plugin newly marked pure needs its cases here.
+#[test]
+fn pure_plugins_read_nothing_but_their_arguments() {
+    let regex = Value::Dict(Arc::from([(Arc::from("regex"), Value::str("^[a-z]*$"))]));
+    let cases: Vec<(&str, Vec<Value>)> = vec![
+        ("validate_type", vec![Value::str("ipaddress.IPv4Address"), Value::str("10.0.0.1")]),
+        ("validate_type", vec![Value::str("ipaddress.IPv4Address"), Value::str("10.0.0.300")]),
+        ("validate_type", vec![Value::str("pydantic.constr"), Value::str("abc"), regex]),
+        ("validate_type", vec![Value::str("pydantic.PositiveInt"), Value::Int(-1)]),
+        ("validate_type", vec![Value::str("no.such.Type"), Value::str("x")]),
+        ("is_base64_encoded", vec![Value::str("aGVsbG8=")]),
+        ("is_base64_encoded", vec![Value::str("not base64!")]),
+        ("length", vec![Value::str("héllo")]),
+    ];
+    let pure: std::collections::BTreeSet<&str> =
+        super::std_plugins::all().iter().filter(|p| p.pure).map(|p| p.name).collect();
+    let tested: std::collections::BTreeSet<&str> = cases.iter().map(|(name, _)| *name).collect();
+    assert_eq!(pure, tested, "every plugin marked pure has cases here, and only those");
+    let mut host = SealedHost(Modules::default());
+    for (name, args) in cases {
+        let sig = std_sig(name);
+        let first = format!("{:?}", call(&sig, args.clone(), Vec::new(), &mut host));
+        let second = format!("{:?}", call(&sig, args, Vec::new(), &mut host));
+        assert_eq!(first, second, "std::{name}");
+    }
+}
