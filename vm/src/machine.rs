@@ -821,36 +821,39 @@ impl Cell {
         self.kind().is_delayed()
     }
 
-    /// One more than the index of the cell's extension in `exts`, 0 for none.
+    /// The index of the cell's extension in `exts`, if it has one. `side` holds one more
+    /// than the index; this is the only place that reads it so.
     #[inline]
-    fn ext(&self) -> u32 {
-        if self.location & Self::HAS_EXT != 0 { self.side } else { 0 }
+    fn ext_index(&self) -> Option<usize> {
+        (self.location & Self::HAS_EXT != 0).then(|| self.side as usize - 1)
     }
 
     /// The owning instance, the target or `NONE` (see `side`).
     #[inline]
     fn link(&self, exts: &Table<CellExt>) -> u32 {
-        match self.ext() {
-            0 => self.side,
-            ext => exts[ext as usize - 1].link,
+        match self.ext_index() {
+            None => self.side,
+            Some(ext) => exts[ext].link,
         }
     }
 
     fn set_link(&mut self, exts: &mut Table<CellExt>, link: u32) {
-        match self.ext() {
-            0 => self.side = link,
-            ext => exts[ext as usize - 1].link = link,
+        match self.ext_index() {
+            None => self.side = link,
+            Some(ext) => exts[ext].link = link,
         }
     }
 
-    /// The cell's extension ([`Cell::ext`]), made first if it has none; the link moves there.
-    fn ext_or_make(&mut self, exts: &mut Table<CellExt>) -> u32 {
-        if self.ext() == 0 {
-            let ext = CellExt { link: self.side, ..CellExt::default() };
-            self.side = exts.push(ext) as u32 + 1;
-            self.location |= Self::HAS_EXT;
+    /// The index of the cell's extension ([`Cell::ext_index`]), made first if it has none;
+    /// the link moves there.
+    fn ext_or_make(&mut self, exts: &mut Table<CellExt>) -> usize {
+        if let Some(ext) = self.ext_index() {
+            return ext;
         }
-        self.side
+        let ext = exts.push(CellExt { link: self.side, ..CellExt::default() });
+        self.side = ext as u32 + 1;
+        self.location |= Self::HAS_EXT;
+        ext
     }
 
     /// The attribute of a relation end's cell, read without the link: cells of the relation
@@ -1418,7 +1421,7 @@ pub struct Machine {
     /// Never replaced after construction: [`Shared`] relies on it.
     code: Arc<Code>,
     pub cells: Table<Cell>,
-    /// The extensions of the cells that have one (`Cell::ext`).
+    /// The extensions of the cells that have one (`Cell::ext_index`).
     exts: Table<CellExt>,
     /// Task slots; a finished task's slot is reused (`free_waiter`), so the table holds the
     /// peak number of live tasks, not every task ever spawned.
@@ -1767,26 +1770,23 @@ impl Machine {
     /// A cell's extension, or an empty one for a cell without.
     #[inline]
     fn x(&self, cell: CellId) -> &CellExt {
-        match self.cells[cell as usize].ext() {
-            0 => &EMPTY_EXT,
-            ext => &self.exts[ext as usize - 1],
+        match self.cells[cell as usize].ext_index() {
+            None => &EMPTY_EXT,
+            Some(ext) => &self.exts[ext],
         }
     }
 
     /// A cell's extension if it has one, to change without making one.
     #[inline]
     fn existing_xm(&mut self, cell: CellId) -> Option<&mut CellExt> {
-        match self.cells[cell as usize].ext() {
-            0 => None,
-            ext => Some(&mut self.exts[ext as usize - 1]),
-        }
+        self.cells[cell as usize].ext_index().map(|ext| &mut self.exts[ext])
     }
 
     /// A cell's extension, made when first needed.
     #[inline]
     fn xm(&mut self, cell: CellId) -> &mut CellExt {
         let ext = self.cells[cell as usize].ext_or_make(&mut self.exts);
-        &mut self.exts[ext as usize - 1]
+        &mut self.exts[ext]
     }
 
     /// The elements of a list cell.
@@ -2292,7 +2292,7 @@ impl Machine {
                 if !c.has_value() {
                     return Err(EvalError::unset(cell));
                 }
-                if c.ext() == 0 {
+                if c.ext_index().is_none() {
                     return Ok(Value::List(Arc::from([])));
                 }
                 Ok(Value::List(self.xm(cell).items.share()))
@@ -3257,9 +3257,11 @@ impl Machine {
         self.push_scope(Scope::Block { block, first, parent })
     }
 
-    /// [`Self::lookup_in`] from the top of a scope, through [`LookupCache`].
+    /// [`Self::lookup_in`] from the top of a scope; a plain name goes through
+    /// [`LookupCache`].
     #[inline]
-    fn lookup_var(&mut self, scope: ScopeId, name: Symbol) -> R<CellId> {
+    fn lookup_var(&mut self, scope: ScopeId, name: VarRef) -> R<CellId> {
+        let VarRef::Name(name) = name else { return self.lookup_in(scope, name, None) };
         let slot = LookupCache::slot(scope, name);
         let (s, n, cell) = self.lookups.entries[slot];
         if s == scope && n == name {
@@ -3396,7 +3398,7 @@ impl Machine {
         let p = self.prog();
         match &p.stmt(stmt).kind {
             StmtKind::Assign { var, value } => {
-                let target = self.lookup_var(scope, *var)?;
+                let target = self.lookup_var(scope, VarRef::Name(*var))?;
                 let reqs = self.requires(*value, scope)?;
                 self.spawn(
                     reqs,
@@ -3474,7 +3476,7 @@ impl Machine {
     ) -> R<()> {
         match base {
             None => {
-                let cell = self.lookup_var(scope, name)?;
+                let cell = self.lookup_var(scope, VarRef::Name(name))?;
                 self.resume_variable(resumer, cell)
             }
             Some(b) => {
@@ -3616,11 +3618,7 @@ impl Machine {
         match &e.kind {
             Op::Const(_) => {}
             Op::Var(name) => {
-                let cell = match *name {
-                    VarRef::Name(sym) => self.lookup_var(scope, sym),
-                    qualified => self.lookup_in(scope, qualified, None),
-                }
-                .map_err(|err| err.arose_at(location))?;
+                let cell = self.lookup_var(scope, *name).map_err(|err| err.arose_at(location))?;
                 reqs.push((Self::var_key(expr, *name), cell));
             }
             Op::Attr { base, name } => {
@@ -5719,21 +5717,21 @@ mod tests {
         assert_eq!(cell.ty(&exts), PackedType::FROM_OWNER);
         assert_eq!(cell.kind(), CellKind::List);
         // An extension takes the owner over, and the location and value stay as they were.
-        assert_eq!(cell.ext(), 0);
+        assert_eq!(cell.ext_index(), None);
         let ext = cell.ext_or_make(&mut exts);
-        assert_eq!((ext, cell.ext_or_make(&mut exts), exts.len()), (1, 1, 1));
+        assert_eq!((ext, cell.ext_or_make(&mut exts), exts.len()), (0, 0, 1));
         assert_eq!(cell.owner(&exts), Some((7, attr)));
         assert_eq!(cell.ty(&exts), PackedType::FROM_OWNER);
         assert_eq!(cell.location_index(), Cell::NO_LOCATION - 1);
         assert_eq!(format!("{:?}", *cell.value().expect("a value")), "Int(3)");
         cell.set_location_index(5);
-        assert_eq!((cell.ext(), cell.location_index()), (1, 5));
+        assert_eq!((cell.ext_index(), cell.location_index()), (Some(0), 5));
         // A proxy's target, with and without an extension.
         let mut proxy = Cell::new(CellKind::Proxy);
         assert_eq!((proxy.target(&exts), proxy.owner(&exts)), (None, None));
         proxy.set_link(&mut exts, 11);
         assert_eq!(proxy.target(&exts), Some(11));
-        assert_eq!(proxy.ext_or_make(&mut exts), 2);
+        assert_eq!(proxy.ext_or_make(&mut exts), 1);
         assert_eq!(proxy.target(&exts), Some(11));
         proxy.set_link(&mut exts, 12);
         assert_eq!((proxy.target(&exts), proxy.owner(&exts)), (Some(12), None));

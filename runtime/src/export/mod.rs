@@ -260,6 +260,15 @@ fn id_text_hash(hasher: &hashbrown::DefaultHashBuilder, id: &crate::graph::Resou
     hasher.hash_one(text.as_str())
 }
 
+/// How the id table (`Exporter::by_id`, which keeps indices into `resources`) hashes an entry
+/// again when it grows.
+fn rehash_id<'a>(
+    hasher: &'a hashbrown::DefaultHashBuilder,
+    resources: &'a [crate::graph::Resource],
+) -> impl Fn(&usize) -> u64 + 'a {
+    move |&i| id_text_hash(hasher, &resources[i].id, &mut String::new())
+}
+
 impl<'m> Exporter<'m> {
     fn new(model: &'m Model, modules: &'m Modules) -> Self {
         Exporter {
@@ -314,8 +323,7 @@ impl<'m> Exporter<'m> {
         self.instance_of.reserve_exact(mapped.len());
         // Growing the id table rehashes every id in it, which formats each id's text again
         // (the table keeps indices, not hashes): that was 40% of the export's sequential part.
-        let (hasher, resources) = (&self.id_hasher, &self.graph.resources);
-        self.by_id.reserve(mapped.len(), |&i| id_text_hash(hasher, &resources[i].id, &mut String::new()));
+        self.by_id.reserve(mapped.len(), rehash_id(&self.id_hasher, &self.graph.resources));
         let mut ignored = HashSet::new();
         for (&(_, _, instance), mapping) in work.iter().zip(mapped) {
             match mapping {
@@ -407,8 +415,7 @@ impl<'m> Exporter<'m> {
             ));
         }
         let index = self.graph.resources.len();
-        let (hasher, resources) = (&self.id_hasher, &self.graph.resources);
-        self.by_id.insert_unique(hash, index, |&i| id_text_hash(hasher, &resources[i].id, &mut String::new()));
+        self.by_id.insert_unique(hash, index, rehash_id(&self.id_hasher, &self.graph.resources));
         self.resource_of[instance as usize] = u32::try_from(index).expect("fewer resources than instances");
         self.instance_of.push(instance);
         self.graph.resources.push(resource);
