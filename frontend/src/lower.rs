@@ -18,7 +18,7 @@ use weft_ir::program::{
     self as ir, BaseType as IrBase, BinOp, BlockId, Callee, Constraint, CtorId, ExprId, ExprKind, StmtId, StmtKind,
     ValueType as IrValueType, VarRef,
 };
-use weft_ir::value::Value;
+use weft_ir::value::{NullId, Value};
 use weft_ir::{Diagnostic, ErrorKind, FileId, Location, Span, Symbol};
 
 use crate::ast;
@@ -465,11 +465,12 @@ impl<'p, 'a> Lowerer<'p, 'a> {
         let kind = match &expr.kind {
             K::Int(i) => ExprKind::Const(Value::Int(*i)),
             K::BigInt(text) => {
-                ExprKind::Const(text.parse::<num_bigint::BigInt>().map(Value::int).unwrap_or(Value::Null))
+                ExprKind::Const(text.parse::<num_bigint::BigInt>().map(Value::int).unwrap_or(Value::NULL))
             }
             K::Float(f) => ExprKind::Const(Value::Float(*f)),
             K::Bool(b) => ExprKind::Const(Value::Bool(*b)),
-            K::Null => ExprKind::Const(Value::Null),
+            // Each `null` in the source is an object of its own (see `NullId`).
+            K::Null => ExprKind::Const(Value::Null(NullId::literal(location.file.0, expr.span.start))),
             K::RawStr(s) => ExprKind::Const(Value::str(s)),
             K::Regex(r) => ExprKind::Const(Value::str(r)),
             K::Str(lit) => {
@@ -645,7 +646,7 @@ impl<'p, 'a> Lowerer<'p, 'a> {
                     let d2 = self.expr(ns, base, None);
                     let k2 = self.expr(ns, key, None);
                     let get2 = self.push_expr(ExprKind::Subscript { map: d2, key: k2 }, location);
-                    let null = self.push_expr(ExprKind::Const(Value::Null), location);
+                    let null = self.push_expr(ExprKind::Const(Value::NULL), location);
                     let not_null = self.push_expr(ExprKind::Binary { op: BinOp::Ne, lhs: get2, rhs: null }, location);
                     let first = self.push_expr(ExprKind::And { lhs: contains, rhs: not_null }, location);
                     let d3 = self.expr(ns, base, None);

@@ -169,7 +169,7 @@ pub fn inputs(program: &Program) -> Inputs {
         .parameters
         .iter()
         .map(|p| {
-            let default = p.default_value(program).cloned().unwrap_or(Value::Null);
+            let default = p.default_value(program).cloned().unwrap_or(Value::NULL);
             ParameterInput {
                 name: p.name.clone(),
                 description: p.description.clone(),
@@ -321,7 +321,7 @@ pub fn model_text(value: &Value) -> String {
 
 fn write_model_text(out: &mut String, value: &Value) {
     match value {
-        Value::Null => out.push_str("null"),
+        Value::Null(_) => out.push_str("null"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
         Value::Int(i) => {
             let _ = write!(out, "{i}");
@@ -405,7 +405,7 @@ pub fn parse_parameter_value(name: &str, default: &Value, text: &str) -> Result<
         _ => "any JSON value",
     };
     let fail = |why: String| {
-        let is = if matches!(default, Value::Null) { "takes".to_string() } else { "is".to_string() };
+        let is = if matches!(default, Value::Null(_)) { "takes".to_string() } else { "is".to_string() };
         format!("parameter {name} {is} {kind} (default {}): {} {why}", model_text(default), quote_text(text))
     };
     match default {
@@ -540,7 +540,7 @@ impl Json<'_> {
         }
         match self.peek() {
             None => Err(self.error("expected a value")),
-            Some(b'n') if self.eat("null") => Ok(Value::Null),
+            Some(b'n') if self.eat("null") => Ok(Value::NULL),
             Some(b't') if self.eat("true") => Ok(Value::Bool(true)),
             Some(b'f') if self.eat("false") => Ok(Value::Bool(false)),
             Some(b'"') => Ok(Value::Str(Arc::from(self.string()?))),
@@ -781,16 +781,16 @@ mod tests {
             (dict(vec![]), "[1]", Err(r#"parameter p is a dict (default {}): "[1]" is not a JSON object"#)),
             (dict(vec![]), r#"{"a": }"#, Err(r#"parameter p is a dict (default {}): "{\"a\": }" is not JSON: expected a value at character 7"#)),
             // A null default: any JSON value.
-            (Value::Null, r#""text""#, Ok(r#""text""#)),
-            (Value::Null, "12", Ok("12")),
-            (Value::Null, "1.0", Ok("1.0")),
-            (Value::Null, "null", Ok("null")),
-            (Value::Null, r#"{"k": "v\u00e9\ud83d\ude00\n"}"#, Ok("{\"k\": \"v\u{e9}\u{1f600}\\n\"}")),
-            (Value::Null, "text", Err(r#"parameter p takes any JSON value (default null): "text" is not JSON: expected a value at character 1"#)),
-            (Value::Null, "01", Err(r#"parameter p takes any JSON value (default null): "01" is not JSON: a number cannot start with 0 at character 2"#)),
-            (Value::Null, "[1,]", Err(r#"parameter p takes any JSON value (default null): "[1,]" is not JSON: expected a value at character 4"#)),
-            (Value::Null, r#""\ud800""#, Err(r#"parameter p takes any JSON value (default null): "\"\\ud800\"" is not JSON: lone surrogate in \u escape at character 8"#)),
-            (Value::Null, "1 2", Err(r#"parameter p takes any JSON value (default null): "1 2" is not JSON: unexpected text after the value at character 3"#)),
+            (Value::NULL, r#""text""#, Ok(r#""text""#)),
+            (Value::NULL, "12", Ok("12")),
+            (Value::NULL, "1.0", Ok("1.0")),
+            (Value::NULL, "null", Ok("null")),
+            (Value::NULL, r#"{"k": "v\u00e9\ud83d\ude00\n"}"#, Ok("{\"k\": \"v\u{e9}\u{1f600}\\n\"}")),
+            (Value::NULL, "text", Err(r#"parameter p takes any JSON value (default null): "text" is not JSON: expected a value at character 1"#)),
+            (Value::NULL, "01", Err(r#"parameter p takes any JSON value (default null): "01" is not JSON: a number cannot start with 0 at character 2"#)),
+            (Value::NULL, "[1,]", Err(r#"parameter p takes any JSON value (default null): "[1,]" is not JSON: expected a value at character 4"#)),
+            (Value::NULL, r#""\ud800""#, Err(r#"parameter p takes any JSON value (default null): "\"\\ud800\"" is not JSON: lone surrogate in \u escape at character 8"#)),
+            (Value::NULL, "1 2", Err(r#"parameter p takes any JSON value (default null): "1 2" is not JSON: unexpected text after the value at character 3"#)),
         ];
         for (default, text, expected) in cases {
             let got = parse_parameter_value("p", &default, text).map(|v| model_text(&v));
@@ -816,7 +816,7 @@ mod tests {
         assert_eq!(parameter_type(&Value::Bool(true)), "bool");
         assert_eq!(parameter_type(&list(vec![])), "list");
         assert_eq!(parameter_type(&dict(vec![])), "dict");
-        assert_eq!(parameter_type(&Value::Null), "json");
+        assert_eq!(parameter_type(&Value::NULL), "json");
     }
 
     #[test]

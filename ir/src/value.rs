@@ -18,7 +18,10 @@ use serde::{Deserialize, Serialize};
 /// A plain data value.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Value {
-    Null,
+    /// `null`, the reference's `NoneValue`. Every null equals every other; which object it
+    /// is ([`NullId`]) matters only to a `for` loop, which skips an element it has seen by
+    /// identity.
+    Null(NullId),
     Bool(bool),
     Int(i64),
     /// An integer outside the `i64` range; never holds a value that fits in `i64`.
@@ -36,6 +39,33 @@ pub enum Value {
     Unknown,
     /// A reference to a secret or other value resolved only on the host at apply time.
     Reference(Arc<Reference>),
+}
+
+/// Which `NoneValue` object of the reference a `null` is.
+///
+/// The reference makes one object for each `null` written in the source (shared by every
+/// evaluation of that literal) and a new one for each `None` a plugin returns, even inside a
+/// list. A `for` loop skips an element whose object it has seen (`id()`), so iterating over
+/// `[null, null]` runs the body twice, while a list holding one variable's `null` twice runs
+/// it once. The identity travels with the value, as the object does in the reference:
+/// literals are numbered by their place in the source ([`NullId::literal`]), the evaluator
+/// gives a plugin's nulls fresh numbers, and [`NullId::SHARED`] is for nulls no loop can tell
+/// apart (results of comparisons, defaults the evaluator fills in).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct NullId(pub u64);
+
+impl NullId {
+    /// The null of places where no identity can be observed.
+    pub const SHARED: NullId = NullId(0);
+    /// The first number of nulls made while evaluating: above every literal's.
+    pub const FIRST_FRESH: u64 = 1 << 63;
+
+    /// The null a `null` literal denotes: one per place in the source (file and byte offset),
+    /// so that lowering a literal twice (a default inherited by several entities) gives the
+    /// same object, as the reference's single `Literal` node does.
+    pub fn literal(file: u32, offset: u32) -> NullId {
+        NullId((u64::from(file) + 1) << 32 | u64::from(offset))
+    }
 }
 
 /// A reference value (`std::create_environment_reference("NAME")`): the kind of reference and
@@ -71,6 +101,9 @@ pub enum ValueError {
 }
 
 impl Value {
+    /// `null` where no identity can be observed (see [`NullId`]).
+    pub const NULL: Value = Value::Null(NullId::SHARED);
+
     pub fn str(s: &str) -> Value {
         Value::Str(Arc::from(s))
     }
@@ -90,7 +123,7 @@ impl Value {
     /// The Python type name, as used in error messages.
     pub fn type_name(&self) -> &'static str {
         match self {
-            Value::Null => "NoneValue",
+            Value::Null(_) => "NoneValue",
             Value::Bool(_) => "bool",
             Value::Int(_) | Value::BigInt(_) => "int",
             Value::Float(_) => "float",
@@ -116,7 +149,7 @@ impl Value {
     /// Python truthiness.
     pub fn truthy(&self) -> bool {
         match self {
-            Value::Null => false,
+            Value::Null(_) => false,
             Value::Bool(b) => *b,
             Value::Int(i) => *i != 0,
             Value::BigInt(_) => true,
@@ -132,7 +165,7 @@ impl Value {
     pub fn py_eq(&self, other: &Value) -> bool {
         use Value::*;
         match (self, other) {
-            (Null, Null) => true,
+            (Null(_), Null(_)) => true,
             (Str(a), Str(b)) => a == b,
             (Instance(a), Instance(b)) => a == b,
             (Reference(a), Reference(b)) => a.class == b.class && a.args == b.args,
@@ -218,7 +251,7 @@ impl Value {
             Value::Reference(r) => {
                 let _ = write!(out, "<{}.{} object at <addr>>", r.module, r.class);
             }
-            Value::Null => out.push_str(null),
+            Value::Null(_) => out.push_str(null),
             Value::Bool(true) => out.push_str("True"),
             Value::Bool(false) => out.push_str("False"),
             Value::Int(i) => {

@@ -289,7 +289,7 @@ fn to_json(v: &BridgeValue) -> Json {
 
 fn plain_to_json(v: &Value) -> Json {
     match v {
-        Value::Null | Value::Unknown | Value::Instance(_) | Value::Reference(_) => Json::Null,
+        Value::Null(_) | Value::Unknown | Value::Instance(_) | Value::Reference(_) => Json::Null,
         Value::Bool(b) => Json::Bool(*b),
         Value::Int(i) => json!(i),
         Value::BigInt(i) => serde_json::from_str(&i.to_string()).unwrap_or(Json::Null),
@@ -302,7 +302,7 @@ fn plain_to_json(v: &Value) -> Json {
 
 fn from_json(v: &Json) -> Value {
     match v {
-        Json::Null => Value::Null,
+        Json::Null => Value::NULL,
         Json::Bool(b) => Value::Bool(*b),
         Json::Number(n) => match n.as_i64() {
             Some(i) => Value::Int(i),

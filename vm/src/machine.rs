@@ -390,7 +390,7 @@ impl PackedValue {
     fn pack(value: Value) -> (u32, PackedValue) {
         let pointer = |p: *const u8| p as usize as u64;
         match value {
-            Value::Null => (TAG_NULL, Self::EMPTY),
+            Value::Null(id) => (TAG_NULL, PackedValue::from_words(id.0, 0)),
             Value::Bool(b) => (TAG_BOOL, PackedValue::from_words(b as u64, 0)),
             Value::Int(i) => (TAG_INT, PackedValue::from_words(i as u64, 0)),
             Value::BigInt(i) => (TAG_BIGINT, PackedValue::from_words(pointer(Arc::into_raw(i).cast()), 0)),
@@ -428,7 +428,7 @@ impl PackedValue {
         // guarantees.
         unsafe {
             match tag {
-                TAG_NULL => Value::Null,
+                TAG_NULL => Value::Null(value::NullId(a)),
                 TAG_BOOL => Value::Bool(a != 0),
                 TAG_INT => Value::Int(a as i64),
                 TAG_BIGINT => Value::BigInt(Arc::from_raw(address as *const BigInt)),
@@ -1277,13 +1277,12 @@ impl Collector {
 /// that identity as their shared allocation (a literal is one allocation, copies of a value
 /// share it), so they are compared by address. Other numbers are distinct objects.
 ///
-/// `null` is the reference's `NoneValue`, one object per `null` in the source: `[null, null]`
-/// runs a loop twice, but a list holding one variable's `null` twice runs it once. weft's
-/// `null` carries no identity, so every `null` counts as the same object, which is right for
-/// the second shape and wrong for the first (`tests/conformance/known-divergences.tsv`).
+/// `null` is the reference's `NoneValue`, one object per `null` in the source and per `None`
+/// a plugin returns: `[null, null]` runs a loop twice, but a list holding one variable's
+/// `null` twice runs it once. A null carries the identity of its object (`NullId`).
 #[derive(Clone, PartialEq, Eq, Hash)]
 enum IdentityKey {
-    Null,
+    Null(u64),
     Bool(bool),
     SmallInt(i64),
     SharedStr(Arc<str>),
@@ -1507,6 +1506,8 @@ pub struct Machine {
     /// function of the value, and a model checks the same few values (`env_t`, ports, roles,
     /// names) over and over. Errors are not kept. Bounded by `CONSTRAINT_MEMO_LIMIT` entries.
     constraint_memo: HashMap<(u32, MemoValue), bool>,
+    /// The identity of the last null a plugin's result brought (see [`Machine::fresh_nulls`]).
+    fresh_null: u64,
     /// Per typedef: whether its constraint may be memoized (`None` before it is first needed).
     constraint_pure: Vec<Option<bool>>,
     symbols: Known,
@@ -1601,6 +1602,7 @@ impl Machine {
             unique: 0,
             index_hasher: hashbrown::DefaultHashBuilder::default(),
             constraint_memo: HashMap::default(),
+            fresh_null: value::NullId::FIRST_FRESH,
             constraint_pure: Vec::new(),
             extra_names: Vec::new(),
             sink: 0,
@@ -2303,7 +2305,7 @@ impl Machine {
                     return Err(EvalError::unset(cell));
                 }
                 match c.value() {
-                    Some(v) if !matches!(*v, Value::Null) => Ok(Value::clone(&v)),
+                    Some(v) if !matches!(*v, Value::Null(_)) => Ok(Value::clone(&v)),
                     _ => {
                         let (inst, attr) = c.owner(&self.exts).expect("relation cell");
                         let p = self.prog();
@@ -2328,7 +2330,7 @@ impl Machine {
                 if !c.has_value() {
                     return Err(EvalError::unset(cell));
                 }
-                Ok(c.value_cloned().unwrap_or(Value::Null))
+                Ok(c.value_cloned().unwrap_or(Value::NULL))
             }
         }
     }
@@ -2374,7 +2376,7 @@ impl Machine {
                 // The element reaches the listener now, before the task that reads the loop
                 // variable runs: the reference adds it to a relation in the same step that
                 // the comprehension receives it, ahead of statements queued meanwhile.
-                let value = self.cells[cell as usize].value_cloned().unwrap_or(Value::Null);
+                let value = self.cells[cell as usize].value_cloned().unwrap_or(Value::NULL);
                 self.receive(collector, value, location)?;
                 Ok(true)
             }
@@ -2404,7 +2406,7 @@ impl Machine {
                     return Ok(false);
                 }
                 let key = match &value {
-                    Value::Null => IdentityKey::Null,
+                    Value::Null(id) => IdentityKey::Null(id.0),
                     Value::Bool(b) => IdentityKey::Bool(*b),
                     Value::Int(i) if (-5..=256).contains(i) => IdentityKey::SmallInt(*i),
                     Value::Str(s) if is_shared_python_str(s) => IdentityKey::SharedStr(s.clone()),
@@ -2546,7 +2548,7 @@ impl Machine {
             CellKind::Sink => Ok(()),
             CellKind::Plain | CellKind::Single | CellKind::Proxy | CellKind::Element => {
                 if self.cells[cell as usize].has_value() {
-                    let old = self.cells[cell as usize].value_cloned().unwrap_or(Value::Null);
+                    let old = self.cells[cell as usize].value_cloned().unwrap_or(Value::NULL);
                     if !old.py_eq(&value) {
                         return Err(self.double_set(cell, &old, &value, location));
                     }
@@ -2572,8 +2574,8 @@ impl Machine {
                 if self.cells[cell as usize].has_value() {
                     let old = self.cells[cell as usize].value_cloned();
                     match old {
-                        None | Some(Value::Null) => {
-                            if matches!(value, Value::Null) {
+                        None | Some(Value::Null(_)) => {
+                            if matches!(value, Value::Null(_)) {
                                 return Ok(());
                             }
                             return Err(self.modified_after_freeze(cell, &value, location));
@@ -2587,7 +2589,7 @@ impl Machine {
                         }
                     }
                 }
-                if !matches!(value, Value::Unknown | Value::Null) {
+                if !matches!(value, Value::Unknown | Value::Null(_)) {
                     self.validate_cell(cell, &value)?;
                 }
                 if recur && self.instance_of(&value).is_some() {
@@ -2600,7 +2602,7 @@ impl Machine {
                 Ok(())
             }
             CellKind::List | CellKind::ListLiteral => {
-                if kind == CellKind::List && matches!(value, Value::Null) {
+                if kind == CellKind::List && matches!(value, Value::Null(_)) {
                     if !self.x(cell).items.is_empty() {
                         let (inst, attr) = self.cells[cell as usize].owner(&self.exts).expect("relation");
                         let values: Vec<String> = self.x(cell).items.iter().map(|v| self.display_value(v)).collect();
@@ -2859,7 +2861,7 @@ impl Machine {
     /// names it (`null`, an entity's name), not Python's.
     fn operand_type(&self, v: &Value) -> &str {
         match v {
-            Value::Null => "null",
+            Value::Null(_) => "null",
             Value::Instance(i) => &self.program.entity(self.instances[*i as usize].entity).name,
             other => other.type_name(),
         }
@@ -2938,7 +2940,7 @@ impl Machine {
         if matches!(value, Value::Reference(_)) {
             return self.validate_reference(t.base, value);
         }
-        if matches!(value, Value::Null) {
+        if matches!(value, Value::Null(_)) {
             if t.nullable {
                 return Ok(());
             }
@@ -3564,7 +3566,7 @@ impl Machine {
                     Value::Bool(true)
                 }
             }
-            Ok(Value::Null) => Value::Bool(false),
+            Ok(Value::Null(_)) => Value::Bool(false),
             Ok(_) => Value::Bool(true),
             Err(_) => Value::Bool(false),
         }
@@ -4325,7 +4327,7 @@ impl Machine {
                         let r = host.call_plugin(self, scope, *plugin, args.clone(), kwargs.clone());
                         self.host = Some(host);
                         match r {
-                            Ok(v) => v,
+                            Ok(v) => self.fresh_nulls(v),
                             Err(PluginFailure::Unset(cell)) => {
                                 // The arguments are kept for the retry, so that they are
                                 // evaluated once, as the reference's FunctionUnit does.
@@ -4343,6 +4345,38 @@ impl Machine {
         }
     }
 
+    /// A plugin's result with a new object for each `null` in it, as the reference's
+    /// conversion of a plugin's `None`s (`DynamicProxy.unwrap`) makes: each is a `NoneValue`
+    /// of its own, even inside a list (see `NullId`). A result without nulls comes back as it
+    /// was, without a copy.
+    fn fresh_nulls(&mut self, value: Value) -> Value {
+        fn has_null(value: &Value) -> bool {
+            match value {
+                Value::Null(_) => true,
+                Value::List(items) => items.iter().any(has_null),
+                Value::Dict(entries) => entries.iter().any(|(_, v)| has_null(v)),
+                _ => false,
+            }
+        }
+        fn renumber(value: &Value, next: &mut u64) -> Value {
+            match value {
+                Value::Null(_) => {
+                    *next += 1;
+                    Value::Null(value::NullId(*next))
+                }
+                Value::List(items) => Value::List(items.iter().map(|v| renumber(v, next)).collect()),
+                Value::Dict(entries) => {
+                    Value::Dict(entries.iter().map(|(k, v)| (k.clone(), renumber(v, next))).collect())
+                }
+                other => other.clone(),
+            }
+        }
+        if !has_null(&value) {
+            return value;
+        }
+        renumber(&value, &mut self.fresh_null)
+    }
+
     fn comp_element_value(
         &mut self,
         helper: u32,
@@ -4355,7 +4389,7 @@ impl Machine {
         let (expr, lhs) = (self.comps[helper as usize].expr, self.comps[helper as usize].lhs);
         let Op::ListComp { element, .. } = c.expr(expr).kind else { unreachable!() };
         if guarded {
-            return Ok(values.get(&Key::Extra(1)).cloned().unwrap_or(Value::Null));
+            return Ok(values.get(&Key::Extra(1)).cloned().unwrap_or(Value::NULL));
         }
         if unknown {
             if let Some(col) = lhs {
@@ -4535,7 +4569,7 @@ impl Machine {
         let location = e.location;
         let result = match &e.kind {
             Op::Const(v) => (*v).clone(),
-            Op::Var(name) => values.get(&Self::var_key(expr, *name)).cloned().unwrap_or(Value::Null),
+            Op::Var(name) => values.get(&Self::var_key(expr, *name)).cloned().unwrap_or(Value::NULL),
             Op::Attr { .. }
             | Op::And { .. }
             | Op::Or { .. }
@@ -4544,7 +4578,7 @@ impl Machine {
             | Op::IndexLookup { .. }
             | Op::SelectorLookup { .. }
             | Op::ListComp { .. }
-            | Op::IsDefined { .. } => values.get(&Key::Expr(expr)).cloned().unwrap_or(Value::Null),
+            | Op::IsDefined { .. } => values.get(&Key::Expr(expr)).cloned().unwrap_or(Value::NULL),
             Op::Subscript { map, key } => {
                 let m = self.eval(*map, values, scope)?;
                 let k = self.eval(*key, values, scope)?;
@@ -4650,7 +4684,7 @@ impl Machine {
     /// A value as string formatting shows it; a string is lent, not copied.
     fn display_value_fmt<'v>(&self, v: &'v Value) -> Cow<'v, str> {
         match v {
-            Value::Null => Cow::Borrowed("null"),
+            Value::Null(_) => Cow::Borrowed("null"),
             Value::Str(s) => Cow::Borrowed(s),
             Value::Instance(i) => Cow::Owned(self.instance_display(*i)),
             other => Cow::Owned(other.repr_with("null", &|i| self.instance_display(i))),
@@ -4895,7 +4929,7 @@ impl Machine {
         for index in &p.entity(entity).indexes {
             let params: SmallVec<[(Symbol, Value); 4]> = index
                 .iter()
-                .map(|a| (*a, direct.iter().find(|(n, _)| n == a).map(|x| x.1.clone()).unwrap_or(Value::Null)))
+                .map(|a| (*a, direct.iter().find(|(n, _)| n == a).map(|x| x.1.clone()).unwrap_or(Value::NULL)))
                 .collect();
             if let Some(obj) = self.lookup_index(entity, &params, None, location).map_err(|e| e.at(location))? {
                 if self.instances[obj as usize].entity != entity {
@@ -5075,9 +5109,9 @@ impl Machine {
                 let c = &self.cells[cell as usize];
                 match c.kind() {
                     CellKind::Plain | CellKind::Single | CellKind::Option => {
-                        key_part_eq(c.value().as_deref().unwrap_or(&Value::Null), value)
+                        key_part_eq(c.value().as_deref().unwrap_or(&Value::NULL), value)
                     }
-                    _ => key_part_eq(&self.peek(cell).unwrap_or(Value::Null), value),
+                    _ => key_part_eq(&self.peek(cell).unwrap_or(Value::NULL), value),
                 }
             })
     }
@@ -5090,7 +5124,7 @@ impl Machine {
             for a in index {
                 match self.slot(inst, *a) {
                     Some(c) if self.is_ready(c) => {
-                        let v = self.peek(c).unwrap_or(Value::Null);
+                        let v = self.peek(c).unwrap_or(Value::NULL);
                         if let Value::Reference(_) = v {
                             return Err(typing(format!(
                                 "Invalid value `{}` in index for attribute {}: references can not be used in indexes.",
@@ -5180,7 +5214,7 @@ impl Machine {
             let v = match attr.map(|a| p.attribute(a).kind) {
                 Some(AttributeKind::Value(t)) if t.base == BaseType::Primitive(Primitive::Float) && !t.list => {
                     match v {
-                        Value::Null if t.nullable => Value::Null,
+                        null @ Value::Null(_) if t.nullable => null.clone(),
                         other => cast(Primitive::Float, std::slice::from_ref(other))?,
                     }
                 }
@@ -5266,7 +5300,7 @@ fn key_part_eq(a: &Value, b: &Value) -> bool {
         (Value::Str(x), Value::Str(y)) => x == y,
         (Value::Int(x), Value::Int(y)) => x == y,
         (Value::Bool(x), Value::Bool(y)) => x == y,
-        (Value::Null, Value::Null) => true,
+        (Value::Null(_), Value::Null(_)) => true,
         (Value::Instance(x), Value::Instance(y)) => x == y,
         _ if keyed_by_repr(a) && keyed_by_repr(b) => a.py_repr() == b.py_repr(),
         _ => false,
@@ -5275,7 +5309,7 @@ fn key_part_eq(a: &Value, b: &Value) -> bool {
 
 /// The kinds [`key_part_eq`] compares by `repr`.
 fn keyed_by_repr(v: &Value) -> bool {
-    !matches!(v, Value::Str(_) | Value::Int(_) | Value::Bool(_) | Value::Null | Value::Instance(_))
+    !matches!(v, Value::Str(_) | Value::Int(_) | Value::Bool(_) | Value::Null(_) | Value::Instance(_))
 }
 
 /// Hashes a key part consistently with [`key_part_eq`].
@@ -5293,7 +5327,7 @@ fn hash_key_part(v: &Value, state: &mut impl Hasher) {
             state.write_u8(2);
             state.write_u8(*b as u8);
         }
-        Value::Null => state.write_u8(3),
+        Value::Null(_) => state.write_u8(3),
         Value::Instance(i) => {
             state.write_u8(4);
             state.write_u32(*i);
@@ -5307,7 +5341,7 @@ fn hash_key_part(v: &Value, state: &mut impl Hasher) {
 
 fn python_type(v: &Value) -> &str {
     match v {
-        Value::Null => "NoneValue",
+        Value::Null(_) => "NoneValue",
         Value::Reference(r) => &r.class,
         other => other.type_name(),
     }
@@ -5416,7 +5450,7 @@ fn cast(p: Primitive, args: &[Value]) -> R<Value> {
             _ => return Err(fail()),
         },
         Primitive::Bool => match v {
-            Value::Null => Value::Bool(false),
+            Value::Null(_) => Value::Bool(false),
             other => Value::Bool(other.truthy()),
         },
         Primitive::List | Primitive::Dict => return Err(fail()),
@@ -5574,7 +5608,7 @@ mod tests {
             args: vec![("name".into(), Value::str("HOME"))],
         });
         let values = [
-            Value::Null,
+            Value::Null(weft_ir::value::NullId(weft_ir::value::NullId::FIRST_FRESH + 5)),
             Value::Bool(true),
             Value::Int(i64::MIN),
             Value::BigInt(big.clone()),
@@ -5626,7 +5660,7 @@ mod tests {
     #[test]
     fn key_parts_compare_as_their_reprs() {
         let values = [
-            Value::Null,
+            Value::NULL,
             Value::Bool(true),
             Value::Bool(false),
             Value::Int(1),

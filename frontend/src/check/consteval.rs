@@ -9,8 +9,8 @@
 use std::sync::Arc;
 
 use num_bigint::BigInt;
-use weft_ir::ErrorKind;
-use weft_ir::value::{ArithOp, Value, ValueError, arith};
+use weft_ir::value::{ArithOp, NullId, Value, ValueError, arith};
+use weft_ir::{ErrorKind, FileId};
 
 use super::*;
 use crate::ast::{BinOp, ExprKind};
@@ -42,7 +42,7 @@ impl From<ValueError> for Stop {
 /// Python's `str()` of a value as the reference shows it in "Invalid value" messages.
 pub(crate) fn shown(value: &Value) -> String {
     match value {
-        Value::Null => "null".to_string(),
+        Value::Null(_) => "null".to_string(),
         Value::Str(s) => s.to_string(),
         other => other.repr_with_null("null"),
     }
@@ -51,11 +51,16 @@ pub(crate) fn shown(value: &Value) -> String {
 impl<'p, 'a> Checker<'p, 'a> {
     /// The reference's `as_constant()`: literals, and lists and dicts of constants (nested
     /// lists are flattened, as list literals always are).
-    pub(crate) fn constant_value(&mut self, expr: &'a ast::Expr<'a>) -> Result<Value, String> {
-        crate::with_stack(|| self.constant_value_inner(expr))
+    ///
+    /// `file` is the file the expression is in, when the value becomes part of the program
+    /// (an attribute's default): a `null` literal then has the identity of its place in the
+    /// source (`NullId::literal`). Without it, a `null` has none, for values that are only
+    /// compared.
+    pub(crate) fn constant_value(&mut self, expr: &'a ast::Expr<'a>, file: Option<FileId>) -> Result<Value, String> {
+        crate::with_stack(|| self.constant_value_inner(expr, file))
     }
 
-    fn constant_value_inner(&mut self, expr: &'a ast::Expr<'a>) -> Result<Value, String> {
+    fn constant_value_inner(&mut self, expr: &'a ast::Expr<'a>, file: Option<FileId>) -> Result<Value, String> {
         Ok(match &expr.kind {
             ExprKind::Int(i) => Value::Int(*i),
             ExprKind::BigInt(text) => match text.parse::<BigInt>() {
@@ -64,7 +69,10 @@ impl<'p, 'a> Checker<'p, 'a> {
             },
             ExprKind::Float(f) => Value::Float(*f),
             ExprKind::Bool(b) => Value::Bool(*b),
-            ExprKind::Null => Value::Null,
+            ExprKind::Null => match file {
+                Some(file) => Value::Null(NullId::literal(file.0, expr.span.start)),
+                None => Value::NULL,
+            },
             ExprKind::Str(lit) if lit.interpolations.is_empty() => Value::str(lit.value),
             ExprKind::Str(lit) => {
                 return Err(format!("Format({}) is not a constant", weft_ir::value::str_repr(lit.value)));
@@ -73,7 +81,7 @@ impl<'p, 'a> Checker<'p, 'a> {
             ExprKind::List(items) => {
                 let mut out = Vec::with_capacity(items.len());
                 for item in *items {
-                    match self.constant_value(item)? {
+                    match self.constant_value(item, file)? {
                         Value::List(inner) => out.extend(inner.iter().cloned()),
                         v => out.push(v),
                     }
@@ -83,7 +91,7 @@ impl<'p, 'a> Checker<'p, 'a> {
             ExprKind::Dict(entries) => {
                 let mut out = Vec::with_capacity(entries.len());
                 for entry in *entries {
-                    out.push((Arc::from(entry.key), self.constant_value(entry.value)?));
+                    out.push((Arc::from(entry.key), self.constant_value(entry.value, file)?));
                 }
                 Value::Dict(Arc::from(out))
             }
@@ -93,7 +101,7 @@ impl<'p, 'a> Checker<'p, 'a> {
 
     /// Validates a value against a declared attribute type, as the reference's types do.
     pub(crate) fn validate_value(&mut self, value: &Value, ty: ValueType) -> Validation {
-        if ty.nullable && matches!(value, Value::Null) {
+        if ty.nullable && matches!(value, Value::Null(_)) {
             return Validation::Valid;
         }
         if ty.list {
@@ -191,7 +199,7 @@ impl<'p, 'a> Checker<'p, 'a> {
             | ExprKind::Float(_)
             | ExprKind::Bool(_)
             | ExprKind::Null
-            | ExprKind::RawStr(_) => self.constant_value(expr).map_err(|_| Stop::Deferred)?,
+            | ExprKind::RawStr(_) => self.constant_value(expr, None).map_err(|_| Stop::Deferred)?,
             ExprKind::Str(lit) if lit.interpolations.is_empty() => Value::str(lit.value),
             ExprKind::List(items) => {
                 let mut out = Vec::new();

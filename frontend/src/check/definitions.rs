@@ -385,7 +385,8 @@ impl<'p, 'a> Checker<'p, 'a> {
         let defaults: Vec<PendingDefault<'a>> = self.pending_defaults.remove(&entity).unwrap_or_default();
         for pending in defaults {
             let attr_loc = self.model.attribute(pending.attr).location;
-            let value = match self.constant_value(pending.expr) {
+            let file = self.loc(pending.ns, pending.expr.span).file;
+            let value = match self.constant_value(pending.expr, Some(file)) {
                 Ok(v) => v,
                 Err(message) => {
                     self.push(

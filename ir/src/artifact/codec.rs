@@ -390,7 +390,7 @@ mod tests {
 
         // The IR's values: nested, shared, big integers.
         let value = Value::List(Arc::from(vec![
-            Value::Null,
+            Value::Null(crate::value::NullId::literal(2, 17)),
             Value::Int(-3),
             Value::BigInt(Arc::new(num_bigint::BigInt::from(u64::MAX) * 1000)),
             Value::Dict(Arc::from(vec![(Arc::from("k"), Value::str("v"))])),
@@ -472,7 +472,8 @@ mod tests {
     fn nested_lists(depth: usize) -> Vec<u8> {
         let list = 6; // Value::List's variant index
         let mut bytes = [list, 1].repeat(depth);
-        bytes.push(0);
+        // Value::Null (variant 0) and its identity, a varint.
+        bytes.extend([0, 0]);
         bytes
     }
 
@@ -492,7 +493,7 @@ mod tests {
             let Value::List(items) = value else { panic!("not a list") };
             value = items[0].clone();
         }
-        assert!(matches!(value, Value::Null));
+        assert!(matches!(value, Value::Null(_)));
     }
 
     #[test]

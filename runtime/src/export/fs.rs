@@ -61,7 +61,7 @@ fn content_blocks(model: &Model, instance: u32, relation: &str) -> Vec<String> {
                 _ => return None,
             };
             let key = match model.read(*b, "sorting_key") {
-                Read::Value(Value::Null) | Read::NoValue | Read::Missing => value.clone(),
+                Read::Value(Value::Null(_)) | Read::NoValue | Read::Missing => value.clone(),
                 Read::Value(v) => model.display(&v),
             };
             Some((key, value))
@@ -100,17 +100,17 @@ pub(crate) fn via_context(model: &Model, instance: u32) -> Result<Value, String>
     }
     let attribute = |name: &str| match model.read(host, name) {
         Read::Value(v) => v,
-        _ => Value::Null,
+        _ => Value::NULL,
     };
     let ip = attribute("ip");
-    if matches!(ip, Value::Null) {
+    if matches!(ip, Value::Null(_)) {
         return Err("NotImplementedError: [No ip] Cannot serialize a mitogen::Context from the current entity, \
                     it doesn't define any of the expected relations."
             .to_string());
     }
     let python = match model.read(host, "os") {
         Read::Value(Value::Instance(os)) => match model.read(os, "python_cmd") {
-            Read::Value(Value::Null) | Read::Missing | Read::NoValue => Value::str("python3"),
+            Read::Value(Value::Null(_)) | Read::Missing | Read::NoValue => Value::str("python3"),
             Read::Value(cmd) => cmd,
         },
         _ => Value::str("python3"),
@@ -159,7 +159,7 @@ fn serialize_context(model: &Model, context: u32, depth: usize) -> Result<Value,
     let mut entries: Vec<(Arc<str>, Value)> = Vec::new();
     for name in model.plain_attributes(context) {
         if let Read::Value(value) = model.read(context, &name)
-            && !matches!(value, Value::Null)
+            && !matches!(value, Value::Null(_))
         {
             entries.push((Arc::from(name.as_str()), value));
         }

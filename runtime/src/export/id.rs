@@ -55,7 +55,7 @@ fn agent<A: Attributes>(ty: &ResourceType, instance: u32, attributes: &mut A) ->
     let mut current = Value::Instance(instance);
     for (n, step) in ty.agent.split('.').enumerate() {
         if let Value::List(items) = &current {
-            current = items.first().cloned().unwrap_or(Value::Null);
+            current = items.first().cloned().unwrap_or(Value::NULL);
         }
         let read = match &current {
             Value::Instance(i) => attributes.read(*i, step).map_err(IdFailure::Wait)?,

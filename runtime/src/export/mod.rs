@@ -130,10 +130,10 @@ impl Model {
             return Read::Missing;
         };
         let Some((_, attr)) = self.machine.cell_owner(cell) else { return Read::Missing };
-        let value = self.machine.peek(cell).unwrap_or(Value::Null);
+        let value = self.machine.peek(cell).unwrap_or(Value::NULL);
         match program.attribute(attr).kind {
             AttributeKind::Relation(end) if !end.is_multi() => match value {
-                Value::Null => Read::NoValue,
+                Value::Null(_) => Read::NoValue,
                 Value::List(items) if items.is_empty() => Read::NoValue,
                 Value::List(items) => Read::Value(items[0].clone()),
                 other => Read::Value(other),

@@ -65,10 +65,10 @@ pub(crate) fn map_field(
         Getter::IgnoreResource => return Err(Stop::Ignore),
         Getter::FileContent => match model.read(instance, "content") {
             Read::Value(value @ Value::Reference(_)) => value,
-            _ => Value::Null,
+            _ => Value::NULL,
         },
         Getter::Permissions => match model.read(instance, "mode") {
-            Read::Value(Value::Null) => Value::Null,
+            Read::Value(Value::Null(_)) => Value::NULL,
             Read::Value(Value::Unknown) => Value::Unknown,
             Read::Value(value @ (Value::Int(_) | Value::BigInt(_))) => value,
             Read::Value(Value::Float(f)) if f.is_finite() => Value::Int(f.trunc() as i64),
@@ -81,7 +81,7 @@ pub(crate) fn map_field(
             _ => return Err(failed("'mode' is not an attribute of this entity".to_string())),
         },
         Getter::Via => super::fs::via_context(model, instance).map_err(failed)?,
-        Getter::FileHash | Getter::References | Getter::Mutators => Value::Null,
+        Getter::FileHash | Getter::References | Getter::Mutators => Value::NULL,
     };
     let converted = collector.collect(&|v| model.display(v), &value, name.to_string());
     converted.map_err(failed)
@@ -115,7 +115,7 @@ impl ReferenceCollector {
         path: String,
     ) -> Result<Mapped, String> {
         Ok(match value {
-            Value::Null => Mapped::Json(Json::Null),
+            Value::Null(_) => Mapped::Json(Json::Null),
             Value::Bool(b) => Mapped::Json(Json::Bool(*b)),
             Value::Int(i) => Mapped::Json(Json::from(*i)),
             Value::BigInt(i) => {
@@ -217,7 +217,7 @@ fn serialize_reference(reference: &Reference, depth: usize) -> Result<(String, J
     let mut args = Vec::with_capacity(reference.args.len());
     for (name, value) in &reference.args {
         let argument = match value {
-            Value::Null | Value::Bool(_) | Value::Int(_) | Value::Float(_) | Value::Str(_) => {
+            Value::Null(_) | Value::Bool(_) | Value::Int(_) | Value::Float(_) | Value::Str(_) => {
                 serde_json::json!({"type": "literal", "name": name, "value": plain_json(value)?})
             }
             Value::Reference(inner) => {
@@ -290,7 +290,7 @@ fn mutated_json(value: &Value, path: String, out: &mut Vec<(String, String)>, de
 
 fn plain_json(value: &Value) -> Result<Json, String> {
     Ok(match value {
-        Value::Null => Json::Null,
+        Value::Null(_) => Json::Null,
         Value::Bool(b) => Json::Bool(*b),
         Value::Int(i) => Json::from(*i),
         Value::Float(f) => serde_json::Number::from_f64(*f).map(Json::Number).ok_or("a float that is not JSON")?,
@@ -388,7 +388,7 @@ fn python_repr(value: &Json) -> String {
 /// The Python class name of a value, as `type(x)` shows it.
 pub(crate) fn python_class(value: &Value) -> &'static str {
     match value {
-        Value::Null => "NoneType",
+        Value::Null(_) => "NoneType",
         Value::Bool(_) => "bool",
         Value::Int(_) | Value::BigInt(_) => "int",
         Value::Float(_) => "float",

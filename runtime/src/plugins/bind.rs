@@ -214,7 +214,7 @@ pub(crate) fn parse_default(text: &str) -> Value {
     let mut parser = LiteralParser { s: text.as_bytes(), text, i: 0 };
     match parser.value() {
         Some(v) if parser.at_end() => v,
-        _ => Value::Null,
+        _ => Value::NULL,
     }
 }
 
@@ -308,7 +308,7 @@ impl LiteralParser<'_> {
                     self.i += 1;
                 }
                 match &self.text[start..self.i] {
-                    "None" => Some(Value::Null),
+                    "None" => Some(Value::NULL),
                     "True" => Some(Value::Bool(true)),
                     "False" => Some(Value::Bool(false)),
                     _ => None,

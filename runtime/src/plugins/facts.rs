@@ -118,7 +118,7 @@ fn json_kind(value: &Value) -> &'static str {
         Value::Dict(_) => "an object",
         Value::List(_) => "an array",
         Value::Str(_) => "a string",
-        Value::Null => "null",
+        Value::Null(_) => "null",
         Value::Bool(_) => "a boolean",
         _ => "a number",
     }

@@ -64,7 +64,7 @@ impl Parser<'_> {
             b'[' => self.array(),
             _ if rest.starts_with("null") => {
                 self.pos += 4;
-                Ok(Value::Null)
+                Ok(Value::NULL)
             }
             _ if rest.starts_with("true") => {
                 self.pos += 4;
@@ -307,7 +307,7 @@ fn write_value(value: &Value, host: &dyn PluginHost, out: &mut String, depth: u3
         return Err(Flow::Error(PluginError::external("RecursionError", "maximum recursion depth exceeded")));
     }
     match value {
-        Value::Null => out.push_str("null"),
+        Value::Null(_) => out.push_str("null"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
         Value::Int(i) => {
             let _ = write!(out, "{i}");

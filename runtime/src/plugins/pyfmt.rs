@@ -44,7 +44,7 @@ pub(crate) fn plugin_str(value: &Value, host: &dyn PluginHost) -> String {
 /// `repr()` of the value as a plugin receives it.
 pub(crate) fn plugin_repr(value: &Value, host: &dyn PluginHost) -> String {
     match value {
-        Value::Null => "None".into(),
+        Value::Null(_) => "None".into(),
         Value::Str(s) => str_repr(s),
         Value::Float(f) => float_repr(*f),
         Value::List(_) | Value::Dict(_) => format!("@{}", dsl_repr(value, host)),
@@ -57,7 +57,7 @@ pub(crate) fn plugin_repr(value: &Value, host: &dyn PluginHost) -> String {
 /// `'int' object is not iterable`.
 pub(crate) fn plugin_type_name(value: &Value) -> &'static str {
     match value {
-        Value::Null => "NoneType",
+        Value::Null(_) => "NoneType",
         Value::Bool(_) => "bool",
         Value::Int(_) | Value::BigInt(_) => "int",
         Value::Float(_) => "float",

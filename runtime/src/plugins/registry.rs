@@ -65,7 +65,7 @@ pub struct Call<'a> {
     pub(crate) args: Bound,
 }
 
-static NULL: Value = Value::Null;
+static NULL: Value = Value::NULL;
 
 impl<'a> Call<'a> {
     /// The evaluation calling the plugin.

@@ -423,7 +423,7 @@ fn list(items: Vec<Value>) -> Value {
 fn print(ctx: &mut Ctx) -> NativeResult {
     let text = pyfmt::plugin_str(ctx.arg("message"), ctx.host);
     ctx.host.print(&text);
-    Ok(Value::Null)
+    Ok(Value::NULL)
 }
 
 fn replace(ctx: &mut Ctx) -> NativeResult {
@@ -436,12 +436,12 @@ fn equals(ctx: &mut Ctx) -> NativeResult {
     if !a.py_eq(b) {
         let text = format!("{} != {}", pyfmt::plugin_str(a, ctx.host), pyfmt::plugin_str(b, ctx.host));
         let message = match ctx.arg("desc") {
-            Value::Null => text,
+            Value::Null(_) => text,
             desc => format!("{text}: {}", pyfmt::plugin_str(desc, ctx.host)),
         };
         return Err(Flow::Error(PluginError::external("AssertionError", message)));
     }
-    Ok(Value::Null)
+    Ok(Value::NULL)
 }
 
 fn assert(ctx: &mut Ctx) -> NativeResult {
@@ -449,7 +449,7 @@ fn assert(ctx: &mut Ctx) -> NativeResult {
         let message = pyfmt::plugin_str(ctx.arg("message"), ctx.host);
         return Err(Flow::Error(PluginError::external("AssertionError", format!("Assertion error: {message}"))));
     }
-    Ok(Value::Null)
+    Ok(Value::NULL)
 }
 
 /// `getattr(item, name)` on an element of a list argument, or `attrgetter(name)(item)` with
@@ -703,7 +703,7 @@ fn attr(ctx: &mut Ctx) -> NativeResult {
 }
 
 fn isset(ctx: &mut Ctx) -> NativeResult {
-    Ok(Value::Bool(!matches!(ctx.arg("value"), Value::Null)))
+    Ok(Value::Bool(!matches!(ctx.arg("value"), Value::Null(_))))
 }
 
 /// `str((value._get_instance(), str(id(...)), class))`: weft's ids stand for the memory
@@ -758,7 +758,7 @@ enum HashKey {
 
 fn hash_key(value: &Value) -> Result<HashKey, Flow> {
     Ok(match value {
-        Value::Null => HashKey::Null,
+        Value::Null(_) => HashKey::Null,
         Value::Bool(_) | Value::Int(_) | Value::BigInt(_) => {
             HashKey::Int(validate::to_bigint(value).unwrap_or_default())
         }
@@ -915,7 +915,7 @@ fn familyof(ctx: &mut Ctx) -> NativeResult {
     let mut parent = member;
     loop {
         let next = match ctx.host.attribute(parent, "family") {
-            Ok(Value::Null) => break,
+            Ok(Value::Null(_)) => break,
             Ok(Value::Unknown) => return Err(Flow::Unknown),
             Ok(Value::Instance(next)) => next,
             Ok(_) => break,
@@ -954,7 +954,7 @@ fn get_env(ctx: &mut Ctx) -> NativeResult {
     match ctx.host.env_var(name) {
         Some(v) => Ok(Value::str(&v)),
         None => match ctx.arg("default_value") {
-            Value::Null => Ok(Value::Unknown),
+            Value::Null(_) => Ok(Value::Unknown),
             v => Ok(v.clone()),
         },
     }
@@ -965,7 +965,7 @@ fn get_env_int(ctx: &mut Ctx) -> NativeResult {
     match ctx.host.env_var(name) {
         Some(v) => python_int(&v),
         None => match ctx.arg("default_value") {
-            Value::Null => Ok(Value::Unknown),
+            Value::Null(_) => Ok(Value::Unknown),
             Value::Str(s) => python_int(s),
             v if v.is_integral() => Ok(Value::int(validate::to_bigint(v).unwrap_or_default())),
             Value::Float(f) if f.is_finite() => {
@@ -1064,7 +1064,7 @@ fn getfact(ctx: &mut Ctx) -> NativeResult {
 /// `getfact`'s answer for a fact nobody knows: the default unless it is `None`.
 fn default_or_unknown(default: &Value) -> Value {
     match default {
-        Value::Null => Value::Unknown,
+        Value::Null(_) => Value::Unknown,
         v => v.clone(),
     }
 }
@@ -1147,7 +1147,7 @@ fn list_files(ctx: &mut Ctx) -> NativeResult {
 fn validate_type(ctx: &mut Ctx) -> NativeResult {
     let fq = ctx.str_arg("fq_type_name")?.to_string();
     let params = match ctx.arg("validation_parameters") {
-        Value::Null => None,
+        Value::Null(_) => None,
         v => Some(v.clone()),
     };
     validate::validate_type(&fq, ctx.arg("value"), params.as_ref()).map(Value::Bool)
@@ -1331,7 +1331,7 @@ fn create_fact_reference(ctx: &mut Ctx) -> NativeResult {
             ("environment".into(), Value::str(&environment)),
             ("resource_id".into(), Value::str(&id)),
             ("fact_name".into(), ctx.arg("fact_name").clone()),
-            ("mocked_facts".into(), Value::Null),
+            ("mocked_facts".into(), Value::NULL),
         ],
     ))
 }

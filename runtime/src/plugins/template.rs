@@ -390,7 +390,7 @@ fn to_jinja(value: Value, path: &str) -> Result<MjValue, Flow> {
 /// `UnexpectedReference`.
 fn nested_to_jinja(value: Value, path: &str) -> Result<MjValue, Flow> {
     Ok(match value {
-        Value::Null => MjValue::from(()),
+        Value::Null(_) => MjValue::from(()),
         Value::Bool(b) => MjValue::from(b),
         Value::Int(i) => MjValue::from(i),
         Value::BigInt(ref i) => match i128::try_from(&**i) {
@@ -417,13 +417,13 @@ fn from_jinja(value: &MjValue) -> Result<Value, Flow> {
         return Ok(obj.value.clone());
     }
     if value.downcast_object_ref::<Missing>().is_some() {
-        return Ok(Value::Null);
+        return Ok(Value::NULL);
     }
     let type_error = || {
         Flow::Error(PluginError::external("TypeError", format!("cannot pass a template {} to a plugin", value.kind())))
     };
     Ok(match value.kind() {
-        ValueKind::Undefined | ValueKind::None => Value::Null,
+        ValueKind::Undefined | ValueKind::None => Value::NULL,
         ValueKind::Bool => Value::Bool(value.is_true()),
         ValueKind::Number if value.is_integer() => match i64::try_from(value.clone()) {
             Ok(i) => Value::Int(i),

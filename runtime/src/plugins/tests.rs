@@ -314,7 +314,7 @@ fn env_ref(name: &str) -> Value {
 }
 
 const U: Value = Value::Unknown;
-const NULL: Value = Value::Null;
+const NULL: Value = Value::NULL;
 
 /// A result as text: `repr` of the value, or `Kind: message` of the error.
 fn show(result: Result<Value, PluginError>, host: &FakeHost) -> String {

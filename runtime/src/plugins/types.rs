@@ -148,7 +148,7 @@ impl Ty {
                     Check::Ok
                 }
             }
-            Ty::Null => ok(matches!(value, Value::Null)),
+            Ty::Null => ok(matches!(value, Value::Null(_))),
             Ty::Str | Ty::Int | Ty::Float | Ty::Number | Ty::Bool => match value {
                 Value::Reference(_) => Check::Reference,
                 Value::Unknown => Check::Ok,
@@ -188,7 +188,7 @@ impl Ty {
                 _ => Check::Mismatch,
             },
             Ty::Nullable(element) => match value {
-                Value::Null => Check::Ok,
+                Value::Null(_) => Check::Ok,
                 v => element.validate(v, host)?,
             },
             Ty::Ref(element) => match value {

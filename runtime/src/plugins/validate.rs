@@ -191,7 +191,7 @@ pub(crate) fn validate_type(fq: &str, value: &Value, params: Option<&Value>) -> 
         return Ok(false);
     }
     let params: Vec<(String, Value)> = match params {
-        None | Some(Value::Null) => Vec::new(),
+        None | Some(Value::Null(_)) => Vec::new(),
         Some(Value::Dict(entries)) => entries.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
         Some(other) => {
             return Err(external(
@@ -294,7 +294,7 @@ fn check_params(function: &str, params: &[(String, Value)], allowed: &[&str]) ->
 }
 
 fn param<'a>(params: &'a [(String, Value)], name: &str) -> Option<&'a Value> {
-    params.iter().find(|(n, _)| n == name).map(|(_, v)| v).filter(|v| !matches!(v, Value::Null))
+    params.iter().find(|(n, _)| n == name).map(|(_, v)| v).filter(|v| !matches!(v, Value::Null(_)))
 }
 
 fn flag(params: &[(String, Value)], name: &str) -> bool {
