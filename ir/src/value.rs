@@ -197,7 +197,14 @@ impl Value {
             }),
             Value::List(l) => Ok(l.iter().any(|x| x.py_eq(item))),
             other => {
-                Err(ValueError::Typing(format!("Operand two of 'in' can only be a list or dict ({})", other.py_str())))
+                Err(ValueError::Typing(format!(
+                    "Operand two of 'in' can only be a list or dict ({})",
+                    match other {
+                        Value::Str(s) => s.to_string(),
+                        // The reference formats its own null, `NoneValue`, as `null`.
+                        other => other.repr_with_null("null"),
+                    }
+                )))
             }
         }
     }

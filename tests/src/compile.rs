@@ -19,6 +19,8 @@ pub struct Outcome {
     /// kind of the wrapped compiler error, or the class of the Python exception a plugin
     /// raised (`TypeError` for `caused by ExternalException: TypeError: ...`).
     pub cause: Option<String>,
+    /// The first line of the reported error's message.
+    pub message: Option<String>,
 }
 
 /// The first cause of a diagnostic (see [`Outcome::cause`]), read from its first note.
@@ -29,6 +31,11 @@ fn first_cause(diagnostic: &weft_ir::Diagnostic) -> Option<String> {
         return message.split_once(':').map(|(class, _)| class.to_string());
     }
     Some(kind.to_string())
+}
+
+/// The first line of a diagnostic's message, as the corpus records the reference's.
+fn first_line(diagnostic: &weft_ir::Diagnostic) -> String {
+    diagnostic.message.lines().next().unwrap_or_default().to_string()
 }
 
 /// Loads, checks, lowers and evaluates the project in `dir`.
@@ -59,7 +66,8 @@ pub fn compile_with(dir: &Path, load: &LoadOptions) -> Outcome {
         (d.kind, line, file)
     });
     let cause = diagnostics.iter().find(|d| d.is_error()).and_then(first_cause);
-    Outcome { ok: error.is_none(), prints, error, cause }
+    let message = diagnostics.iter().find(|d| d.is_error()).map(first_line);
+    Outcome { ok: error.is_none(), prints, error, cause, message }
 }
 
 /// Builds the project in `dir` into an artifact in memory, as `weft build` does; `None` when
@@ -102,5 +110,6 @@ pub fn build_and_run(dir: &Path) -> Outcome {
         (d.kind, line, name)
     });
     let cause = outcome.errors.first().and_then(first_cause);
-    Outcome { ok: error.is_none(), prints, error, cause }
+    let message = outcome.errors.first().map(first_line);
+    Outcome { ok: error.is_none(), prints, error, cause, message }
 }

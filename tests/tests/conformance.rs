@@ -29,6 +29,9 @@ struct ExpectError {
     line: Option<u32>,
     #[serde(default)]
     causes: Vec<String>,
+    /// The first line of the reference's message.
+    #[serde(default)]
+    message: Option<String>,
 }
 
 /// Why `actual` does not conform to `expect`, if it does not.
@@ -74,8 +77,45 @@ fn mismatch(expect: &Expect, actual: &Outcome) -> Option<String> {
 }
 
 fn known_divergences(root: &Path) -> Vec<(String, String)> {
-    let text = std::fs::read_to_string(root.join("known-divergences.tsv")).unwrap_or_default();
+    listed(root, "known-divergences.tsv")
+}
+
+/// The rows of a table of cases next to a corpus: case name to its reason.
+fn listed(root: &Path, table: &str) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(root.join(table)).unwrap_or_default();
     weft_tests::table_rows(&text).into_iter().map(|(case, columns)| (case, columns.join("\t"))).collect()
+}
+
+/// Error messages read as the reference's: for every error case of the corpus, the first line
+/// of weft's message is the first line the reference printed, except for the cases listed in
+/// `tests/conformance/message-differences.tsv`, each with the reason weft says it otherwise
+/// (a syntax error that names what was expected, say). A listed case whose message starts to
+/// match fails the test, so the list stays true.
+#[test]
+fn corpus_errors_read_as_the_reference_words_them() {
+    let root = corpus();
+    let differences = listed(&root, "message-differences.tsv");
+    let mut unlisted = Vec::new();
+    let mut matching = Vec::new();
+    for case in cases_in(&root) {
+        let name = case.strip_prefix(&root).expect("inside").to_string_lossy().replace('\\', "/");
+        let expect: Expect =
+            serde_json::from_str(&std::fs::read_to_string(case.join("expect.json")).expect("readable"))
+                .expect("valid expect.json");
+        let Some(want) = expect.error.and_then(|e| e.message) else { continue };
+        let got = compile(&case).message.unwrap_or_default();
+        let listed = differences.iter().any(|(c, _)| *c == name);
+        match (got.trim() == want.trim(), listed) {
+            (false, false) => unlisted.push(format!("{name}:\n  reference: {want}\n  weft:      {got}")),
+            (true, true) => matching.push(name),
+            _ => {}
+        }
+    }
+    assert!(
+        unlisted.is_empty() && matching.is_empty(),
+        "messages that differ from the reference's:\n{}\nlisted as different but matching now: {matching:?}",
+        unlisted.join("\n")
+    );
 }
 
 #[test]

@@ -2880,7 +2880,7 @@ impl Machine {
         match v {
             Value::Str(s) => s.to_string(),
             Value::Instance(i) => self.instance_display(*i),
-            other => other.repr_with("None", &|i| self.instance_display(i)),
+            other => other.repr_with("null", &|i| self.instance_display(i)),
         }
     }
 
@@ -3053,7 +3053,7 @@ impl Machine {
                     };
                     Err(rt(format!(
                         "Invalid value {}, does not match constraint `{constraint}`",
-                        value.repr_with("None", &|i| self.instance_display(i))
+                        value.repr_with("null", &|i| self.instance_display(i))
                     )))
                 }
             }
@@ -4010,7 +4010,7 @@ impl Machine {
                     return Err(typing(format!(
                         "The object at {} is not an Entity but a {} with value {}",
                         self.expr_text(instance),
-                        python_type(&inst_value),
+                        python_class(&inst_value),
                         self.display_value(&inst_value)
                     ))
                     .at(location));
@@ -4814,7 +4814,7 @@ impl Machine {
                     BinOp::Mod => ArithOp::Mod,
                     _ => ArithOp::Pow,
                 };
-                let repr = |v: &Value| v.repr_with("None", &|i| self.instance_display(i));
+                let repr = |v: &Value| v.repr_with("null", &|i| self.instance_display(i));
                 if let (Value::Reference(_), _) | (_, Value::Reference(_)) = (a, b) {
                     return Err(typing(format!(
                         "Unsupported operand type(s) for {}: '{}' ({}) and '{}' ({})",
@@ -5067,7 +5067,7 @@ impl Machine {
             }
             key.push_str(self.sym_name(params[i].0));
             key.push('=');
-            params[i].1.write_repr(&mut key, "None");
+            params[i].1.write_repr(&mut key, "null");
         }
         key
     }
@@ -5193,7 +5193,7 @@ impl Machine {
             let shown: Vec<String> = params
                 .iter()
                 .map(|(k, v)| {
-                    format!("('{}', {})", self.sym_name(*k), v.repr_with("None", &|i| self.instance_display(i)))
+                    format!("('{}', {})", self.sym_name(*k), v.repr_with("null", &|i| self.instance_display(i)))
                 })
                 .collect();
             return Err(EvalError::new(
@@ -5344,6 +5344,17 @@ fn python_type(v: &Value) -> &str {
         Value::Null(_) => "NoneValue",
         Value::Reference(r) => &r.class,
         other => other.type_name(),
+    }
+}
+
+/// What the reference's `type(value)` prints (`<class 'int'>`): its own null and Unknown are
+/// classes of its `inmanta.execute.util` module, a reference's class is its module's.
+fn python_class(v: &Value) -> String {
+    match v {
+        Value::Null(_) => "<class 'inmanta.execute.util.NoneValue'>".to_string(),
+        Value::Unknown => "<class 'inmanta.execute.util.Unknown'>".to_string(),
+        Value::Reference(r) => format!("<class '{}.{}'>", r.module, r.class),
+        other => format!("<class '{}'>", other.type_name()),
     }
 }
 
