@@ -6,7 +6,9 @@
 //! at the operator, where the reference reports it, and labels each operand with its type
 //! under the operand's whole source; an unknown name in a call spread over lines is reported
 //! at the call, as the reference does, and labelled where it is; an incomplete instance, which
-//! the reference reports without a place, is shown at its constructor. The snapshot holds the
+//! the reference reports without a place, is shown at its constructor; a null given to a
+//! constrained type is refused by the primitive type at the root of its chain, in the
+//! reference's words. The snapshot holds the
 //! exit code and stderr, in the human format (without color) and in JSON.
 
 use std::path::Path;

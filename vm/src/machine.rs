@@ -2944,7 +2944,14 @@ impl Machine {
             if t.nullable {
                 return Ok(());
             }
-            let name = self.type_name(t);
+            // The reference's typedef checks its base type first, so a null given to a
+            // constrained type is refused by the primitive at the root of its chain; a typed
+            // list refuses it as a whole.
+            let mut base = t.base;
+            while let (BaseType::Typedef(td), false) = (base, t.list) {
+                base = self.program.typedefs[td.index()].base;
+            }
+            let name = self.type_name(ValueType { base, ..t });
             return Err(rt(format!("Invalid value 'null', expected {name}")));
         }
         if t.list {
