@@ -2877,10 +2877,20 @@ impl Machine {
 
     /// Python `str()` of a value, instances as the reference prints them.
     pub fn display_value(&self, v: &Value) -> String {
+        self.display_value_with_null(v, "null")
+    }
+
+    /// Python `str()` of a value as the reference's exporter and plugins see it: through its
+    /// proxies, which turn its `NoneValue` into Python's `None`.
+    pub fn display_python_value(&self, v: &Value) -> String {
+        self.display_value_with_null(v, "None")
+    }
+
+    fn display_value_with_null(&self, v: &Value, null: &str) -> String {
         match v {
             Value::Str(s) => s.to_string(),
             Value::Instance(i) => self.instance_display(*i),
-            other => other.repr_with("null", &|i| self.instance_display(i)),
+            other => other.repr_with(null, &|i| self.instance_display(i)),
         }
     }
 

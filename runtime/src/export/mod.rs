@@ -100,9 +100,10 @@ impl Model {
         Some(self.machine.last_location(instance))
     }
 
-    /// Python's `str()` of a value, instances as `Entity (instantiated at file:line)`.
+    /// Python's `str()` of a value, instances as `Entity (instantiated at file:line)`; a null
+    /// is `None`, as the reference's exporter reads it through its proxies.
     pub(crate) fn display(&self, value: &Value) -> String {
-        self.machine.display_value(value)
+        self.machine.display_python_value(value)
     }
 
     pub(crate) fn is_instance_of(&self, instance: u32, entity: &str) -> bool {
