@@ -197,13 +197,10 @@ impl Value {
             }),
             Value::List(l) => Ok(l.iter().any(|x| x.py_eq(item))),
             other => {
+                // The reference formats its own null, `NoneValue`, as `null`.
                 Err(ValueError::Typing(format!(
                     "Operand two of 'in' can only be a list or dict ({})",
-                    match other {
-                        Value::Str(s) => s.to_string(),
-                        // The reference formats its own null, `NoneValue`, as `null`.
-                        other => other.repr_with_null("null"),
-                    }
+                    other.str_with_null("null")
                 )))
             }
         }
@@ -211,9 +208,15 @@ impl Value {
 
     /// Python `str()`.
     pub fn py_str(&self) -> String {
+        self.str_with_null("None")
+    }
+
+    /// Python `str()` where null shows as `null`: the reference's own null object prints so,
+    /// Python's `None` (a value a plugin or the exporter holds) as `None`.
+    pub fn str_with_null(&self, null: &str) -> String {
         match self {
             Value::Str(s) => s.to_string(),
-            _ => self.py_repr(),
+            _ => self.repr_with_null(null),
         }
     }
 

@@ -59,14 +59,15 @@ pub fn compile_with(dir: &Path, load: &LoadOptions) -> Outcome {
         diagnostics.extend(outcome.errors.into_iter().take(1));
     }
     prints.sort();
-    let error = diagnostics.iter().find(|d| d.is_error()).map(|d| {
+    let reported = diagnostics.iter().find(|d| d.is_error());
+    let error = reported.map(|d| {
         let location = d.primary_location();
         let line = location.map(|l| program.sources.line_col(l).line);
         let file = location.map(|l| program.sources.get(l.file).name.clone());
         (d.kind, line, file)
     });
-    let cause = diagnostics.iter().find(|d| d.is_error()).and_then(first_cause);
-    let message = diagnostics.iter().find(|d| d.is_error()).map(first_line);
+    let cause = reported.and_then(first_cause);
+    let message = reported.map(first_line);
     Outcome { ok: error.is_none(), prints, error, cause, message }
 }
 
@@ -102,14 +103,15 @@ pub fn build_and_run(dir: &Path) -> Outcome {
     let mut prints = outcome.prints;
     prints.sort();
     let files = &loaded.executable.program.files;
-    let error = outcome.errors.first().map(|d| {
+    let reported = outcome.errors.first();
+    let error = reported.map(|d| {
         let location = d.primary_location();
         let file = location.and_then(|l| files.get(l.file.0 as usize));
         let line = location.zip(file).map(|(l, f)| f.line_col(l.span.start).line);
         let name = file.map(|f| f.display.strip_prefix("./").unwrap_or(&f.display).to_string());
         (d.kind, line, name)
     });
-    let cause = outcome.errors.first().and_then(first_cause);
-    let message = outcome.errors.first().map(first_line);
+    let cause = reported.and_then(first_cause);
+    let message = reported.map(first_line);
     Outcome { ok: error.is_none(), prints, error, cause, message }
 }

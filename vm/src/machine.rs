@@ -1282,7 +1282,7 @@ impl Collector {
 /// `null` twice runs it once. A null carries the identity of its object (`NullId`).
 #[derive(Clone, PartialEq, Eq, Hash)]
 enum IdentityKey {
-    Null(u64),
+    Null(value::NullId),
     Bool(bool),
     SmallInt(i64),
     SharedStr(Arc<str>),
@@ -2406,7 +2406,7 @@ impl Machine {
                     return Ok(false);
                 }
                 let key = match &value {
-                    Value::Null(id) => IdentityKey::Null(id.0),
+                    Value::Null(id) => IdentityKey::Null(*id),
                     Value::Bool(b) => IdentityKey::Bool(*b),
                     Value::Int(i) if (-5..=256).contains(i) => IdentityKey::SmallInt(*i),
                     Value::Str(s) if is_shared_python_str(s) => IdentityKey::SharedStr(s.clone()),
@@ -2877,20 +2877,23 @@ impl Machine {
 
     /// Python `str()` of a value, instances as the reference prints them.
     pub fn display_value(&self, v: &Value) -> String {
-        self.display_value_with_null(v, "null")
+        self.display_value_with_null(v, "null").into_owned()
     }
 
     /// Python `str()` of a value as the reference's exporter and plugins see it: through its
     /// proxies, which turn its `NoneValue` into Python's `None`.
     pub fn display_python_value(&self, v: &Value) -> String {
-        self.display_value_with_null(v, "None")
+        self.display_value_with_null(v, "None").into_owned()
     }
 
-    fn display_value_with_null(&self, v: &Value, null: &str) -> String {
+    /// Python `str()` of a value with `null` for null; a string (and null) is lent, not
+    /// copied.
+    fn display_value_with_null<'v>(&self, v: &'v Value, null: &'static str) -> Cow<'v, str> {
         match v {
-            Value::Str(s) => s.to_string(),
-            Value::Instance(i) => self.instance_display(*i),
-            other => other.repr_with(null, &|i| self.instance_display(i)),
+            Value::Null(_) => Cow::Borrowed(null),
+            Value::Str(s) => Cow::Borrowed(s),
+            Value::Instance(i) => Cow::Owned(self.instance_display(*i)),
+            other => Cow::Owned(other.repr_with(null, &|i| self.instance_display(i))),
         }
     }
 
@@ -4698,14 +4701,10 @@ impl Machine {
         Ok(result)
     }
 
-    /// A value as string formatting shows it; a string is lent, not copied.
+    /// A value as string formatting shows it: as [`Self::display_value`] does, and a string
+    /// is lent, not copied.
     fn display_value_fmt<'v>(&self, v: &'v Value) -> Cow<'v, str> {
-        match v {
-            Value::Null(_) => Cow::Borrowed("null"),
-            Value::Str(s) => Cow::Borrowed(s),
-            Value::Instance(i) => Cow::Owned(self.instance_display(*i)),
-            other => Cow::Owned(other.repr_with("null", &|i| self.instance_display(i))),
-        }
+        self.display_value_with_null(v, "null")
     }
 
     /// A value as `{{ x }}` and f-string fields take it (the reference's `FormattedString`):

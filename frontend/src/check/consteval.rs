@@ -41,11 +41,7 @@ impl From<ValueError> for Stop {
 
 /// Python's `str()` of a value as the reference shows it in "Invalid value" messages.
 pub(crate) fn shown(value: &Value) -> String {
-    match value {
-        Value::Null(_) => "null".to_string(),
-        Value::Str(s) => s.to_string(),
-        other => other.repr_with_null("null"),
-    }
+    value.str_with_null("null")
 }
 
 impl<'p, 'a> Checker<'p, 'a> {
