@@ -1,0 +1,661 @@
+//! Execution: running a ready task's body once its requirements have values.
+
+use super::*;
+
+impl Machine {
+    /// Runs a ready task, or the resumption whose place in the run queue came up. `Ok(Some(cell))`
+    /// asks the scheduler to requeue the task once `cell` is ready (a plugin read an unset value).
+    pub fn execute(&mut self, waiter: WaiterId) -> R<Option<CellId>> {
+        if waiter == RESUMPTION {
+            let (resumer, cell) = self.resumptions.pop_front().expect("a resumption for each place in the run queue");
+            return self.resume_variable(resumer, cell).map(|()| None);
+        }
+        if waiter == DEFERRED {
+            let deferred = self.deferred.pop_front().expect("a deferred task for each place in the run queue");
+            return self.run_body(&mut deferred.body(), &Reqs::new()).map(|()| None);
+        }
+        let mut body = self.waiters[waiter as usize].body.take().expect("a task runs once");
+        let requires = std::mem::take(&mut self.waiters[waiter as usize].requires);
+        let result = self.run_body(&mut body, &requires);
+        self.waiters[waiter as usize].requires = requires;
+        match result {
+            Ok(()) => {
+                // Nothing refers to a finished task any more: every cell it waited for has
+                // released it (that is how it became ready), so its slot can be reused.
+                let w = &mut self.waiters[waiter as usize];
+                w.requires = Reqs::new();
+                w.seq = self.free_waiter;
+                self.free_waiter = waiter;
+                self.live_tasks -= 1;
+                Ok(None)
+            }
+            Err(e) if e.unset.is_some() && matches!(body, Body::Call { .. }) => {
+                let cell = e.unset.expect("checked");
+                self.waiters[waiter as usize].body = Some(body);
+                let w = &mut self.waiters[waiter as usize];
+                w.requires.push((Key::Extra(w.requires.len() as u32), cell));
+                self.wait_for(waiter, cell);
+                Ok(Some(cell))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Adds the values of a task's requirements to `out`, in order (proxies deliver to their
+    /// listener). The caller keeps the 136-byte `Values` in its own frame: returned, even
+    /// inlined, it was copied with `memcpy` out of the `Result` for every task (1.8% of the
+    /// instructions of the 9k-instance model).
+    #[inline(always)]
+    pub(super) fn values_into(&mut self, requires: &Reqs, out: &mut Values) -> R<()> {
+        for (k, c) in requires {
+            let v = self.get_value(*c)?;
+            out.insert(*k, v);
+        }
+        Ok(())
+    }
+
+    pub(super) fn run_body(&mut self, body: &mut Body, requires: &Reqs) -> R<()> {
+        let p = self.prog();
+        let c = self.code();
+        match *body {
+            Body::Exec { target, promise, what, scope, attr } => {
+                let result = (|| -> R<()> {
+                    let mut values = Values(SmallVec::new());
+                    self.values_into(requires, &mut values)?;
+                    let (value, location) = match what {
+                        Exec::CompElement { helper, unknown, guarded } => {
+                            let v = self.comp_element_value(helper, unknown, guarded, &values, scope)?;
+                            (v, c.location(self.comps[helper as usize].expr))
+                        }
+                        Exec::Expr(e) => (self.eval(e, &values, scope)?, c.location(e)),
+                        Exec::Stmt(s) => {
+                            self.exec_stmt(s, &values, scope)?;
+                            return Ok(());
+                        }
+                        Exec::SubCtor { instance, index } => {
+                            self.exec_subctor(instance, index, &values, scope)?;
+                            return Ok(());
+                        }
+                    };
+                    self.set_cell(target, value, location, true)?;
+                    if let Some(pr) = promise.get() {
+                        self.fulfill(pr);
+                    }
+                    Ok(())
+                })();
+                match (result, attr) {
+                    (Ok(()), _) => Ok(()),
+                    (Err(e), Some(ctx)) => {
+                        if e.kind == ErrorKind::AttributeException {
+                            Err(e.at(ctx.location))
+                        } else {
+                            let mut e = e;
+                            if e.kind == ErrorKind::OptionalValueException {
+                                e.location = Some(ctx.location);
+                            }
+                            Err(self.attribute_error(ctx.instance(), ctx.attr, e.at(ctx.location), Some(ctx.location)))
+                        }
+                    }
+                    // The reference's `ExecutionUnit` gives an error its expression's place
+                    // when nothing inside did (a constructor emitting an attribute's value).
+                    (Err(e), None) => match what {
+                        Exec::Expr(expr) => Err(e.at(c.location(expr))),
+                        _ => Err(e),
+                    },
+                }
+            }
+            Body::SetAttr { stmt, scope } => {
+                let StmtKind::SetAttr { instance, attribute, value, extend } = p.stmt(stmt).kind else {
+                    unreachable!()
+                };
+                let location = p.stmt(stmt).location;
+                let mut values = Values(SmallVec::new());
+                self.values_into(requires, &mut values)?;
+                let inst_value = self.eval(instance, &values, scope)?;
+                let Value::Instance(inst) = inst_value else {
+                    return Err(typing(format!(
+                        "The object at {} is not an Entity but a {} with value {}",
+                        self.expr_text(instance),
+                        python_class(&inst_value),
+                        self.display_value(&inst_value)
+                    ))
+                    .at(location));
+                };
+                let Some(cell) = self.slot(inst, attribute) else {
+                    return Err(EvalError::new(
+                        ErrorKind::NotFoundException,
+                        format!(
+                            "could not find attribute with name: {} in type {}",
+                            p.name(attribute),
+                            p.entity(self.instances[inst as usize].entity).name
+                        ),
+                    )
+                    .at(location));
+                };
+                let multi = matches!(self.cells[cell as usize].kind(), CellKind::List);
+                if extend && !multi {
+                    return Err(typing("Can not use += on relations with multiplicity 1").at(location));
+                }
+                self.emit_attribute_value(inst, attribute, cell, value, scope, location)?;
+                Ok(())
+            }
+            Body::Lazy { expr, scope, target } => {
+                let (lhs, rhs, is_and) = match c.expr(expr).kind {
+                    Op::And { lhs, rhs } => (lhs, rhs, true),
+                    Op::Or { lhs, rhs } => (lhs, rhs, false),
+                    _ => unreachable!(),
+                };
+                let location = c.location(expr);
+                let mut values = Values(SmallVec::new());
+                self.values_into(requires, &mut values)?;
+                let result = self.eval(lhs, &values, scope)?;
+                if matches!(result, Value::Unknown) {
+                    return self.set_cell(target, result, location, true);
+                }
+                let Value::Bool(b) = result else {
+                    let error = rt(format!(
+                        "Invalid left hand value `{}`: `{}` expects a boolean",
+                        self.display_value(&result),
+                        if is_and { "and" } else { "or" }
+                    ))
+                    .at(location);
+                    let operand_type = self.operand_type(&result);
+                    return Err(self.with_operand_labels(error, &[(lhs, operand_type)]));
+                };
+                if b != is_and {
+                    self.set_cell(target, Value::Bool(b), location, true)
+                } else {
+                    let reqs = self.requires(rhs, scope)?;
+                    self.spawn(
+                        reqs,
+                        Body::Exec { target, promise: OptPromise::NONE, what: Exec::Expr(rhs), scope, attr: None },
+                    );
+                    Ok(())
+                }
+            }
+            Body::Lookup { expr, scope, target } => {
+                let mut values = Values(SmallVec::new());
+                self.values_into(requires, &mut values)?;
+                let location = c.location(expr);
+                let (entity, params) = match &c.expr(expr).kind {
+                    Op::IndexLookup { entity, query, splats } => {
+                        let mut params = Vec::new();
+                        for (k, v) in query.iter().map(|n| (&n.name, &n.expr)) {
+                            params.push((*k, self.eval(*v, &values, scope)?));
+                        }
+                        for s in splats.iter() {
+                            params.extend(self.splat(*s, &values, scope)?);
+                        }
+                        (*entity, params)
+                    }
+                    Op::SelectorLookup { base, relation, query, splats } => {
+                        let root = self.eval(*base, &values, scope)?;
+                        let Value::Instance(inst) = root else {
+                            return Err(typing(format!(
+                                "short index lookup is only possible one objects, {} is not an object",
+                                self.display_value(&root)
+                            ))
+                            .at(location));
+                        };
+                        let ent = self.instances[inst as usize].entity;
+                        let Some(attr) = p.entity(ent).slots.iter().find(|s| s.0 == *relation).map(|s| s.1) else {
+                            return Err(EvalError::new(
+                                ErrorKind::NotFoundException,
+                                format!(
+                                    "could not find attribute with name: {} in type {}",
+                                    p.name(*relation),
+                                    p.entity(ent).name
+                                ),
+                            )
+                            .at(location));
+                        };
+                        let AttributeKind::Relation(end) = p.attribute(attr).kind else {
+                            return Err(typing(format!(
+                                "short index lookup is only possible on relations, {} is an attribute",
+                                p.name(*relation)
+                            ))
+                            .at(location));
+                        };
+                        let Some(inverse) = end.inverse else {
+                            return Err(typing(format!(
+                                "short index lookup is only possible on bi-drectional relations, {} is unidirectional",
+                                p.name(*relation)
+                            ))
+                            .at(location));
+                        };
+                        let mut params = vec![(p.attribute(inverse).name, Value::Instance(inst))];
+                        for (k, v) in query.iter().map(|n| (&n.name, &n.expr)) {
+                            params.push((*k, self.eval(*v, &values, scope)?));
+                        }
+                        for s in splats.iter() {
+                            params.extend(self.splat(*s, &values, scope)?);
+                        }
+                        self.cells[target as usize].set_ty(&self.exts, PackedType::entity(end.target));
+                        (end.target, params)
+                    }
+                    _ => unreachable!(),
+                };
+                self.lookup_index(entity, &params, Some(target), location).map_err(|e| e.at(location))?;
+                Ok(())
+            }
+            Body::Hook { base, name, scope, resumer, propagate_unset, location } => {
+                let mut values = Values(SmallVec::new());
+                let mut unset: Option<CellId> = None;
+                for (k, c) in requires {
+                    match self.get_value(*c) {
+                        Ok(v) => {
+                            values.insert(*k, v);
+                        }
+                        Err(e) if propagate_unset && e.kind == ErrorKind::OptionalValueException => {
+                            unset = Some(*c);
+                            break;
+                        }
+                        Err(e) => return Err(e.at(location)),
+                    }
+                }
+                let cell = match unset {
+                    Some(c) => c,
+                    None => {
+                        let inst = self.eval(base, &values, scope).map_err(|e| e.at(location))?;
+                        match inst {
+                            Value::Instance(i) => match self.slot(i, name) {
+                                Some(c) => c,
+                                None => {
+                                    return Err(EvalError::new(
+                                        ErrorKind::NotFoundException,
+                                        format!(
+                                            "could not find attribute with name: {} in type {}",
+                                            p.name(name),
+                                            p.entity(self.instances[i as usize].entity).name
+                                        ),
+                                    )
+                                    .at(location));
+                                }
+                            },
+                            Value::List(_) => {
+                                return Err(rt(format!(
+                                    "can not get attribute {}, {} is not an entity but a list",
+                                    p.name(name),
+                                    self.display_value(&inst)
+                                ))
+                                .at(location));
+                            }
+                            other => {
+                                return Err(rt(format!(
+                                    "can not get attribute {}, {} is not an entity but a {} with value '{}'",
+                                    p.name(name),
+                                    self.expr_text(base),
+                                    python_type(&other),
+                                    self.display_value(&other)
+                                ))
+                                .at(location));
+                            }
+                        }
+                    }
+                };
+                self.resume_variable(resumer, cell)
+            }
+            Body::IsDefinedWait { cell, target, location } => {
+                let v = self.is_defined_value(cell);
+                self.set_cell(target, v, location, true)
+            }
+            Body::Cond { src, scope, result, lhs, chosen } => {
+                // The branches: `None` is a branch with a fixed value (an Unknown element, or
+                // the filtered marker).
+                let (cond, then, otherwise, location) = match src {
+                    CondSrc::Expr(expr) => match c.expr(expr).kind {
+                        Op::Cond { cond, then, otherwise } => (cond, Ok(then), Ok(otherwise), c.location(expr)),
+                        _ => unreachable!(),
+                    },
+                    CondSrc::Guard { helper, unknown } => {
+                        let h = &self.comps[helper as usize];
+                        let Op::ListComp { element, guard, .. } = c.expr(h.expr).kind else { unreachable!() };
+                        let then = if unknown { Err(Value::Unknown) } else { Ok(element) };
+                        (guard.expect("guarded"), then, Err(Value::str(FILTERED)), c.location(h.expr))
+                    }
+                };
+                let mut values = Values(SmallVec::new());
+                self.values_into(requires, &mut values)?;
+                match chosen {
+                    None => {
+                        let c = self.eval(cond, &values, scope)?;
+                        if matches!(c, Value::Unknown) {
+                            return self.set_cell(result, Value::Unknown, location, true);
+                        }
+                        let Value::Bool(b) = c else {
+                            let message = match src {
+                                CondSrc::Expr(_) => format!(
+                                    "Invalid value `{}`: the condition for a conditional expression must be a boolean expression",
+                                    self.display_value(&c)
+                                ),
+                                CondSrc::Guard { .. } => format!(
+                                    "Invalid value `{}`: the guard condition for a list comprehension must be a boolean expression",
+                                    self.display_value(&c)
+                                ),
+                            };
+                            return Err(rt(message).at(location));
+                        };
+                        let branch = if b { then } else { otherwise };
+                        let reqs = match (branch, lhs) {
+                            (Ok(e), None) => self.requires(e, scope)?,
+                            (Ok(e), Some(col)) => self.requires_gradual(e, scope, col)?,
+                            (Err(_), _) => Reqs::new(),
+                        };
+                        self.spawn(reqs, Body::Cond { src, scope, result, lhs, chosen: Some(b) });
+                        Ok(())
+                    }
+                    Some(b) => {
+                        let branch = if b { then } else { otherwise };
+                        let v = match branch {
+                            Ok(e) => self.eval(e, &values, scope)?,
+                            Err(fixed) => {
+                                if let (Some(col), Value::Unknown) = (lhs, &fixed) {
+                                    self.receive_flatten(col, fixed.clone(), location)?;
+                                }
+                                fixed
+                            }
+                        };
+                        self.set_cell(result, v, location, true)
+                    }
+                }
+            }
+            Body::Comp { helper, scope } => {
+                let mut values = Values(SmallVec::new());
+                self.values_into(requires, &mut values)?;
+                let expr = self.comps[helper as usize].expr;
+                let Op::ListComp { iterable, .. } = c.expr(expr).kind else { unreachable!() };
+                let location = c.location(expr);
+                let it = self.eval(iterable, &values, scope)?;
+                if !matches!(it, Value::List(_) | Value::Unknown) {
+                    return Err(typing(format!(
+                        "A list comprehension can only be applied to lists and relations, got {}",
+                        python_type(&it)
+                    ))
+                    .at(location));
+                }
+                self.comp_complete(helper, it)
+            }
+            Body::CompFinal { helper } => {
+                let mut out = Vec::new();
+                for (_, c) in requires {
+                    let v = self.get_value(*c)?;
+                    match v {
+                        Value::Str(ref s) if s.as_ref() == FILTERED => {}
+                        Value::List(items) => out.extend(items.iter().cloned()),
+                        other => out.push(other),
+                    }
+                }
+                let h = &self.comps[helper as usize];
+                let (result, location) = (h.final_result, c.location(h.expr));
+                self.set_cell(result, Value::List(Arc::from(out)), location, true)
+            }
+            Body::Call { expr, scope, result, args: ref mut saved } => {
+                let location = c.location(expr);
+                let Op::Call { callee, name, args: a, kwargs, splats } = &c.expr(expr).kind else { unreachable!() };
+                let (args, kwargs) = match saved.take() {
+                    Some(x) => *x,
+                    None => {
+                        let mut values = Values(SmallVec::new());
+                        // Reading an argument's value can fail (an optional relation with no
+                        // value); the call is the place to show, as for other reads.
+                        self.values_into(requires, &mut values).map_err(|e| e.at(location))?;
+                        let mut pos = Vec::new();
+                        for x in a.iter() {
+                            pos.push(self.eval(*x, &values, scope)?);
+                        }
+                        let mut kw: Vec<(String, Value)> = Vec::new();
+                        for (k, x) in kwargs.iter().map(|n| (&n.name, &n.expr)) {
+                            kw.push((p.name(*k).to_string(), self.eval(*x, &values, scope)?));
+                        }
+                        for s in splats.iter() {
+                            for (k, v) in self.splat(*s, &values, scope)? {
+                                let k = self.sym_name(k).to_string();
+                                if kw.iter().any(|(x, _)| *x == k) {
+                                    return Err(
+                                        rt(format!("Keyword argument {k} repeated in function call")).at(location)
+                                    );
+                                }
+                                kw.push((k, v));
+                            }
+                        }
+                        (pos, kw)
+                    }
+                };
+                let value = match callee {
+                    Callee::Cast(prim) => {
+                        if !kwargs.is_empty() {
+                            return Err(rt("Only positional arguments allowed in type cast").at(location));
+                        }
+                        cast(*prim, &args).map_err(|e| e.at(location))?
+                    }
+                    Callee::Plugin(plugin) => {
+                        let mut host = self.host.take().unwrap_or_else(|| Box::new(NoHost));
+                        let r = host.call_plugin(self, scope, *plugin, args.clone(), kwargs.clone());
+                        self.host = Some(host);
+                        match r {
+                            Ok(v) => self.fresh_nulls(v),
+                            Err(PluginFailure::Unset(cell)) => {
+                                // The arguments are kept for the retry, so that they are
+                                // evaluated once, as the reference's FunctionUnit does.
+                                *saved = Some(Box::new((args, kwargs)));
+                                let mut e = rt(format!("plugin {name} read an unset value"));
+                                e.unset = Some(cell);
+                                return Err(e);
+                            }
+                            Err(PluginFailure::Error(e)) => return Err(e.at(location)),
+                        }
+                    }
+                };
+                self.set_cell(result, value, location, true)
+            }
+        }
+    }
+
+    /// A plugin's result with a new object for each `null` in it, as the reference's
+    /// conversion of a plugin's `None`s (`DynamicProxy.unwrap`) makes: each is a `NoneValue`
+    /// of its own, even inside a list (see `NullId`). A result without nulls comes back as it
+    /// was, without a copy.
+    pub(super) fn fresh_nulls(&mut self, value: Value) -> Value {
+        fn has_null(value: &Value) -> bool {
+            match value {
+                Value::Null(_) => true,
+                Value::List(items) => items.iter().any(has_null),
+                Value::Dict(entries) => entries.iter().any(|(_, v)| has_null(v)),
+                _ => false,
+            }
+        }
+        fn renumber(value: &Value, next: &mut u64) -> Value {
+            match value {
+                Value::Null(_) => {
+                    *next += 1;
+                    Value::Null(value::NullId(*next))
+                }
+                Value::List(items) => Value::List(items.iter().map(|v| renumber(v, next)).collect()),
+                Value::Dict(entries) => {
+                    Value::Dict(entries.iter().map(|(k, v)| (k.clone(), renumber(v, next))).collect())
+                }
+                other => other.clone(),
+            }
+        }
+        if !has_null(&value) {
+            return value;
+        }
+        renumber(&value, &mut self.fresh_null)
+    }
+
+    pub(super) fn comp_element_value(
+        &mut self,
+        helper: u32,
+        unknown: bool,
+        guarded: bool,
+        values: &Values,
+        scope: ScopeId,
+    ) -> R<Value> {
+        let c = self.code();
+        let (expr, lhs) = (self.comps[helper as usize].expr, self.comps[helper as usize].lhs);
+        let Op::ListComp { element, .. } = c.expr(expr).kind else { unreachable!() };
+        if guarded {
+            return Ok(values.get(&Key::Extra(1)).cloned().unwrap_or(Value::NULL));
+        }
+        if unknown {
+            if let Some(col) = lhs {
+                self.receive_flatten(col, Value::Unknown, c.location(expr))?;
+            }
+            return Ok(Value::Unknown);
+        }
+        self.eval(element, values, scope)
+    }
+
+    pub(super) fn splat(&mut self, expr: ExprId, values: &Values, scope: ScopeId) -> R<Vec<(Symbol, Value)>> {
+        let v = self.eval(expr, values, scope)?;
+        let Value::Dict(entries) = v else {
+            return Err(typing("The ** operator can only be applied to dictionaries").at(self.code.location(expr)));
+        };
+        let mut out = Vec::new();
+        for (k, v) in entries.iter() {
+            out.push((self.symbol(k), v.clone()));
+        }
+        Ok(out)
+    }
+
+    /// Emits the value of an attribute assignment (`SetAttribute.resume` and constructors).
+    pub(super) fn emit_attribute_value(
+        &mut self,
+        inst: InstanceId,
+        attribute: Symbol,
+        cell: CellId,
+        value: ExprId,
+        scope: ScopeId,
+        location: Location,
+    ) -> R<()> {
+        let multi = matches!(self.cells[cell as usize].kind(), CellKind::List);
+        let promise = self.get_promise(cell);
+        let reqs = if multi {
+            let collector =
+                self.add_collector(Collector::SetAttr { instance: inst, attr: attribute, next: cell, location });
+            self.requires_gradual(value, scope, collector)?
+        } else {
+            self.requires(value, scope)?
+        };
+        self.spawn(
+            reqs,
+            Body::Exec {
+                target: cell,
+                promise: promise.into(),
+                what: Exec::Expr(value),
+                scope,
+                attr: Some(AttrCtx::new(inst, attribute, location)),
+            },
+        );
+        Ok(())
+    }
+
+    pub(super) fn exec_stmt(&mut self, stmt: StmtId, values: &Values, scope: ScopeId) -> R<()> {
+        let p = self.prog();
+        let c = self.code();
+        let location = p.stmt(stmt).location;
+        if let Some(Value::List(ids)) = values.get(&Key::Promises) {
+            for id in ids.iter() {
+                if let Value::Int(i) = id {
+                    let ep = &mut self.eager[*i as usize];
+                    ep.fulfilled = true;
+                    if let Some(pr) = ep.promise {
+                        self.fulfill(pr);
+                    }
+                }
+            }
+        }
+        match p.stmt(stmt).kind {
+            StmtKind::If { cond, then, otherwise } => {
+                let c = self.eval(cond, values, scope)?;
+                if matches!(c, Value::Unknown) {
+                    return Ok(());
+                }
+                let Value::Bool(b) = c else {
+                    return Err(rt(format!(
+                        "Invalid value `{}`: the condition for an if statement can only be a boolean expression",
+                        self.display_value(&c)
+                    ))
+                    .at(location));
+                };
+                let branch = if b { then } else { otherwise };
+                let ns = p.block(branch).ns;
+                let ns_scope = self.push_scope(Scope::Ns { ns, parent: scope });
+                let ctx = self.block_context(branch, ns_scope);
+                self.emit_block(branch, ctx)
+            }
+            StmtKind::For { iterable, .. } => {
+                let v = self.eval(iterable, values, scope)?;
+                if !matches!(v, Value::List(_) | Value::Unknown) {
+                    let hint = match c.expr(iterable).kind {
+                        Op::Var(_) | Op::Attr { .. } => {
+                            format!(" Hint: '{}' resolves to '{}'.", self.expr_text(iterable), self.display_value(&v))
+                        }
+                        _ => format!(" Hint: '{}' is not a list.", self.display_value(&v)),
+                    };
+                    return Err(
+                        typing(format!("A for loop can only be applied to lists and relations.{hint}")).at(location)
+                    );
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Runs an `implement` for an instance once its condition's inputs are ready; `scope` is
+    /// the one the condition was emitted in.
+    pub(super) fn exec_subctor(&mut self, inst: InstanceId, index: u32, values: &Values, scope: ScopeId) -> R<()> {
+        let p = self.prog();
+        let entity = self.instances[inst as usize].entity;
+        let implement = &p.entity(entity).implements[index as usize];
+        let condition = match implement.condition {
+            None => Value::Bool(true),
+            Some(c) => self.eval(c, values, scope)?,
+        };
+        match condition {
+            Value::Unknown | Value::Bool(false) => return Ok(()),
+            Value::Bool(true) => {}
+            other => {
+                return Err(rt(format!(
+                    "Invalid value `{}`: the condition for a conditional implementation can only be a boolean expression",
+                    self.display_value(&other)
+                ))
+                .at(implement.location));
+            }
+        }
+        let instance_scope = self.instance_scope(inst);
+        for &imp in &implement.implementations {
+            if !self.record_implementation(inst, imp) {
+                continue;
+            }
+            let implementation = &p.implementations[imp.index()];
+            let ns_scope = self.push_scope(Scope::Ns { ns: implementation.ns, parent: instance_scope });
+            let ctx = self.block_context(implementation.body, ns_scope);
+            self.emit_block(implementation.body, ctx)?;
+        }
+        Ok(())
+    }
+
+    /// Records that an implementation applies to an instance; false when it already did (an
+    /// implementation runs once per instance, however many `implement`s select it).
+    #[inline]
+    pub(super) fn record_implementation(&mut self, inst: InstanceId, imp: weft_ir::program::ImplId) -> bool {
+        let recorded = &mut self.instances[inst as usize].implementations;
+        if recorded.contains(&imp) {
+            return false;
+        }
+        recorded.push(imp);
+        true
+    }
+
+    pub(super) fn instance_scope(&mut self, inst: InstanceId) -> ScopeId {
+        let existing = self.instances[inst as usize].scope;
+        if existing != NONE {
+            return existing;
+        }
+        let s = self.push_scope(Scope::Instance { instance: inst });
+        self.instances[inst as usize].scope = s;
+        s
+    }
+}

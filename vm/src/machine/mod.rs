@@ -1,0 +1,1327 @@
+//! The machine: cells (the reference's result variables), waiters (its execution units),
+//! gradual listeners, instances and indexes, and the interpretation of each instruction.
+
+use std::borrow::Cow;
+use std::collections::VecDeque;
+use std::hash::{BuildHasher, Hash, Hasher};
+use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
+use std::ops::ControlFlow;
+
+// hashbrown's default hasher (foldhash) instead of SipHash: the index maps and `for` loops' seen sets
+// are hashed on every constructor and element, and nothing here depends on iteration order.
+use hashbrown::{HashMap, HashSet};
+use std::sync::Arc;
+
+use crate::bytecode::{Code, Op};
+use crate::fifo::Fifo;
+use crate::table::Table;
+use num_bigint::BigInt;
+use smallvec::{SmallVec, smallvec};
+use weft_ir::program::{
+    AttrId, AttributeKind, BaseType, BinOp, BlockId, Callee, Constraint, CtorId, EntityId, ExprId, NsId, Primitive,
+    Program, StmtId, StmtKind, TypedefId, ValueType, VarRef,
+};
+use weft_ir::value::{self, ArithOp, Reference, Value, ValueError};
+use weft_ir::{ErrorKind, Location, Symbol};
+
+use cell::*;
+pub use cell::{Cell, CellExt, CellKind, Items};
+pub(crate) use cell::{MAX_ATTRIBUTES, MAX_ENTITIES};
+
+// The machine's methods, by what they work on. The types they share, the machine's fields and
+// its construction are here; each module adds one `impl Machine` block.
+mod cell;
+mod constructors;
+mod emission;
+mod eval;
+mod execution;
+mod listeners;
+mod pyformat;
+mod scopes;
+mod setting;
+#[cfg(test)]
+mod tests;
+mod typecheck;
+mod values;
+mod waiting;
+
+pub type CellId = u32;
+pub type WaiterId = u32;
+pub type ScopeId = u32;
+pub type CollectorId = u32;
+pub type PromiseId = u32;
+pub type InstanceId = u32;
+
+/// The place of a resolved hook in the run queue (see `Machine::resumptions`). No task slot
+/// has this id: four billion live tasks would take 350 GB of task slots.
+pub const RESUMPTION: WaiterId = WaiterId::MAX;
+
+/// From how many elements on a list cell keeps a set of the instances it holds (see
+/// `Machine::list_members`): below, a scan of the elements is as fast as a hash.
+const MEMBER_SET_THRESHOLD: usize = 32;
+
+/// The place of a task without requirements in the run queue (see `Machine::deferred`). Like
+/// [`RESUMPTION`], it is never the id of a task slot.
+pub const DEFERRED: WaiterId = WaiterId::MAX - 1;
+
+/// Whether a run-queue entry names a task slot, rather than standing for the front of
+/// `resumptions` or `deferred`: the two markers are the two largest ids.
+fn is_task_slot(entry: WaiterId) -> bool {
+    entry < DEFERRED
+}
+
+/// An evaluation error (see [`EvalErrorData`]), boxed: every evaluation step returns a
+/// `Result` with it, and errors are rare, so the `Result` stays the size of its value
+/// instead of carrying a 64-byte error through every return.
+#[derive(Clone, Debug)]
+pub struct EvalError(Box<EvalErrorData>);
+
+impl std::ops::Deref for EvalError {
+    type Target = EvalErrorData;
+
+    fn deref(&self) -> &EvalErrorData {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for EvalError {
+    fn deref_mut(&mut self) -> &mut EvalErrorData {
+        &mut self.0
+    }
+}
+
+/// An evaluation error: the reference's exception kind, its message, where, and what it wraps.
+#[derive(Clone, Debug)]
+pub struct EvalErrorData {
+    pub kind: ErrorKind,
+    pub message: String,
+    pub location: Option<Location>,
+    pub cause: Option<Box<EvalError>>,
+    /// For an unset-value error raised by a plugin: the cell to wait for before retrying.
+    pub unset: Option<CellId>,
+    /// Secondary places worth showing, with what to say there: the operands of an operator
+    /// whose error is located at the operator token.
+    pub labels: Vec<(Location, String)>,
+    /// Whether `location` is only where the error arose, kept until something that reports
+    /// errors at its own place takes it over. The reference raises "variable x not found"
+    /// without a place; the innermost call, collection literal, operator, lookup or string
+    /// around the name, or else the statement emitting it, gives it theirs. The name's own
+    /// place is what is left when nothing does, and moves to `arose` when something does.
+    provisional: bool,
+    /// Where an error arose when something around it gave it its place (`location`): the
+    /// unknown name in a call spread over lines, reported at the call's line as the reference
+    /// does, is still shown.
+    pub arose: Option<Location>,
+    /// Where to show an error that the reference reports without a place (an incomplete
+    /// instance: where it was constructed), with what to say there; a label when the error
+    /// has a place after all (an empty optional relation read by a call). It takes no part in
+    /// the order in which the reference sorts errors, which `location` decides.
+    pub shown_at: Option<(Location, String)>,
+}
+
+impl EvalError {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        EvalError(Box::new(EvalErrorData {
+            kind,
+            message: message.into(),
+            location: None,
+            cause: None,
+            unset: None,
+            labels: Vec::new(),
+            provisional: false,
+            arose: None,
+            shown_at: None,
+        }))
+    }
+
+    /// The error's parts, owned.
+    pub fn into_data(self) -> EvalErrorData {
+        *self.0
+    }
+
+    /// "Value not available": a value a plugin or an operation needed is not set yet; the
+    /// task waits for `cell` and retries.
+    fn unset(cell: CellId) -> Self {
+        let mut e = rt("Value not available");
+        e.unset = Some(cell);
+        e
+    }
+
+    /// Locates the error at `location` unless it already has a place of its own (the
+    /// reference's `set_statement(stmt, replace=False)`).
+    pub fn at(mut self, location: Location) -> Self {
+        if self.provisional {
+            self.provisional = false;
+            self.arose = self.location.take().filter(|&arose| arose != location);
+        }
+        if self.location.is_none() {
+            self.location = Some(location);
+        }
+        self
+    }
+
+    /// Locates an error where it arose, for as long as nothing around it gives it a place
+    /// (see [`EvalErrorData::provisional`]).
+    fn arose_at(mut self, location: Location) -> Self {
+        if self.location.is_none() {
+            self.location = Some(location);
+            self.provisional = true;
+        }
+        self
+    }
+
+    /// An error that wraps `cause` (the reference's chained exceptions).
+    pub fn wrap(kind: ErrorKind, message: impl Into<String>, cause: EvalError) -> Self {
+        let mut e = EvalError::new(kind, message);
+        e.cause = Some(Box::new(cause));
+        e
+    }
+
+    /// The reference's ordering weight for errors reported together.
+    pub fn importance(&self) -> u32 {
+        match self.kind {
+            ErrorKind::TypingException | ErrorKind::IndexException => 10,
+            ErrorKind::NotFoundException | ErrorKind::TypeNotFoundException => 20,
+            ErrorKind::DuplicateException => 40,
+            ErrorKind::ModifiedAfterFreezeException => 50,
+            ErrorKind::DoubleSetException => 51,
+            ErrorKind::ExternalException => 60,
+            ErrorKind::OptionalValueException => 61,
+            ErrorKind::KeyException => 70,
+            ErrorKind::AttributeException | ErrorKind::WrappingRuntimeException => {
+                self.cause.as_ref().map(|c| c.importance() + 1).unwrap_or(100)
+            }
+            _ => 100,
+        }
+    }
+}
+
+type R<T> = Result<T, EvalError>;
+
+fn rt(message: impl Into<String>) -> EvalError {
+    EvalError::new(ErrorKind::RuntimeException, message)
+}
+
+fn typing(message: impl Into<String>) -> EvalError {
+    EvalError::new(ErrorKind::TypingException, message)
+}
+
+/// Why a plugin call failed, as the host reports it.
+#[derive(Clone, Debug)]
+pub enum PluginFailure {
+    /// Read an unset cell: retry once it is ready.
+    Unset(CellId),
+    Error(EvalError),
+}
+
+/// What the VM needs from the runtime. A host is `Send + Sync` so that an evaluated machine
+/// can be read from several threads (the export maps resources in parallel); the machine only
+/// ever calls it through `&mut`.
+pub trait Host: Send + Sync {
+    /// Calls a plugin; `scope` is the calling statement's scope (for templates).
+    fn call_plugin(
+        &mut self,
+        machine: &mut Machine,
+        scope: ScopeId,
+        plugin: weft_ir::program::PluginId,
+        args: Vec<Value>,
+        kwargs: Vec<(String, Value)>,
+    ) -> Result<Value, PluginFailure>;
+
+    /// Whether a plugin's result is a function of its arguments alone and its call has no
+    /// effect, so that a typedef constraint calling it may be memoized by value. `program`
+    /// is the program `plugin` belongs to.
+    fn plugin_is_pure(&mut self, _program: &Program, _plugin: weft_ir::program::PluginId) -> bool {
+        false
+    }
+
+    /// The lines `std::print` wrote so far (the runtime's host collects them).
+    fn take_prints(&mut self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// The primitive type a reference resolves to (`Reference[T]`'s `T`), when the host knows
+    /// its class: an attribute takes a reference to a value of its own type or of a subtype.
+    fn reference_resolves_to(&self, _reference: &Reference) -> Option<Primitive> {
+        None
+    }
+}
+
+struct NoHost;
+
+impl Host for NoHost {
+    fn call_plugin(
+        &mut self,
+        _: &mut Machine,
+        _: ScopeId,
+        _: weft_ir::program::PluginId,
+        _: Vec<Value>,
+        _: Vec<(String, Value)>,
+    ) -> Result<Value, PluginFailure> {
+        Err(PluginFailure::Error(rt("no plugin host")))
+    }
+}
+
+const NONE: u32 = u32::MAX;
+
+/// How deep a list or dict may nest in an attribute's value: the parser's limit on nesting in
+/// the source. The reference fails with a `RecursionError` somewhat before this depth.
+const MAX_VALUE_DEPTH: usize = 1000;
+
+/// A collector listening to a proxy (`ResultVariableProxy.listener`), and whether it is to be
+/// handed the value when the proxy is next read (its target took no listeners).
+#[derive(Clone, Copy)]
+struct ProxyListener {
+    collector: CollectorId,
+    location: Location,
+    notify: bool,
+}
+
+/// A direct-mapped cache of variable lookups: (scope, name) to the cell found. The statements
+/// of one block read the same few names (`self` above all) from the same scope, and each
+/// lookup walked the chain of scopes, whose entries are spread over the table and mostly cold.
+/// Scopes are never removed or changed once pushed, so a lookup's result never goes stale.
+struct LookupCache {
+    /// (scope, name, cell); an entry with the scope `NONE` is empty.
+    entries: Box<[(ScopeId, Symbol, CellId); LookupCache::LEN]>,
+}
+
+impl Default for LookupCache {
+    fn default() -> Self {
+        LookupCache { entries: Box::new([(NONE, Symbol::from_u32(0), NONE); LookupCache::LEN]) }
+    }
+}
+
+impl LookupCache {
+    const LEN: usize = 1024;
+
+    #[inline]
+    fn slot(scope: ScopeId, name: Symbol) -> usize {
+        let mixed = (scope ^ name.as_u32().rotate_left(16)).wrapping_mul(0x9E37_79B1);
+        (mixed >> (32 - Self::LEN.trailing_zeros())) as usize
+    }
+}
+
+/// The distinct locations cells were set at, so that a cell stores a four-byte index instead
+/// of a twelve-byte location. There are as many as the program has statements and
+/// expressions at most, so the table stays small and hot in the cache.
+struct LocationTable {
+    list: Vec<Location>,
+    index: HashMap<Location, u32>,
+    /// A direct-mapped cache in front of `index`: a value is set about once per cell, from a
+    /// few hundred statements, and hashing a location for the map cost some seventy
+    /// instructions of every set. Entries are indices in `list`, `NONE` when empty.
+    recent: Box<[u32; LocationTable::RECENT]>,
+}
+
+impl Default for LocationTable {
+    fn default() -> Self {
+        LocationTable { list: Vec::new(), index: HashMap::new(), recent: Box::new([NONE; LocationTable::RECENT]) }
+    }
+}
+
+impl LocationTable {
+    const RECENT: usize = 1024;
+
+    #[inline]
+    fn recent_slot(location: &Location) -> usize {
+        let mixed = (location.span.start ^ location.span.end.rotate_left(13) ^ location.file.0.rotate_left(26))
+            .wrapping_mul(0x9E37_79B1);
+        (mixed >> (32 - Self::RECENT.trailing_zeros())) as usize
+    }
+
+    #[inline]
+    fn intern(&mut self, location: Location) -> u32 {
+        let slot = Self::recent_slot(&location);
+        let cached = self.recent[slot];
+        if cached != NONE && self.list[cached as usize] == location {
+            return cached;
+        }
+        let i = match self.index.get(&location) {
+            Some(&i) => i,
+            // A cell keeps 28 bits of location; past that many distinct locations (never, for
+            // a program of any real size), values keep none.
+            None if self.list.len() >= Cell::NO_LOCATION as usize => return Cell::NO_LOCATION,
+            None => {
+                let i = self.list.len() as u32;
+                self.list.push(location);
+                self.index.insert(location, i);
+                i
+            }
+        };
+        self.recent[slot] = i;
+        i
+    }
+
+    fn get(&self, i: u32) -> Option<Location> {
+        if i == Cell::NO_LOCATION {
+            return None;
+        }
+        self.list.get(i as usize).copied()
+    }
+}
+
+/// Where each attribute of an entity is among its instance's cells, by attribute name: an
+/// open-addressed table of (symbol, position) with at most half its entries used. Finding a
+/// slot by a linear search of the entity's slots cost some seventy instructions, over a
+/// million times on a 93k-instance model.
+struct SlotTable {
+    shift: u32,
+    entries: Box<[(u32, u32)]>,
+}
+
+impl SlotTable {
+    fn new(slots: &[(Symbol, AttrId)]) -> SlotTable {
+        let size = (slots.len() * 2).next_power_of_two().max(2);
+        let mut table =
+            SlotTable { shift: 32 - size.trailing_zeros(), entries: vec![(NONE, 0); size].into_boxed_slice() };
+        for (position, (name, _)) in slots.iter().enumerate() {
+            let mut k = table.home(*name);
+            loop {
+                match table.entries[k].0 {
+                    NONE => {
+                        table.entries[k] = (name.as_u32(), position as u32);
+                        break;
+                    }
+                    // An entity's slot names are distinct; a repeat keeps the first, as
+                    // the linear search did.
+                    existing if existing == name.as_u32() => break,
+                    _ => k = (k + 1) & (size - 1),
+                }
+            }
+        }
+        table
+    }
+
+    #[inline]
+    fn home(&self, name: Symbol) -> usize {
+        (name.as_u32().wrapping_mul(0x9E37_79B1) >> self.shift) as usize
+    }
+
+    #[inline]
+    fn position(&self, name: Symbol) -> Option<u32> {
+        let mask = self.entries.len() - 1;
+        let mut k = self.home(name);
+        loop {
+            let (symbol, position) = self.entries[k];
+            if symbol == name.as_u32() {
+                return Some(position);
+            }
+            if symbol == NONE {
+                return None;
+            }
+            k = (k + 1) & mask;
+        }
+    }
+}
+
+/// Starts loading the cache line at `ptr`; a hint with no effect on the program's meaning.
+#[inline(always)]
+fn prefetch<T>(ptr: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch never faults and reads nothing the program sees, whatever the
+    // address; SSE, which it belongs to, is part of the x86-64 baseline.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(ptr.cast::<i8>())
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = ptr;
+}
+
+/// A key in a task's requirement table: one word besides its tag, so that a requirement is
+/// 12 bytes and two fit in a task slot. A variable of another namespace (`ns::x`) is keyed by
+/// its expression instead of by its two-word name: every read of it in one expression finds
+/// the same cell, so one entry per read holds the same value that one entry per name would.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Key {
+    Expr(ExprId),
+    Name(Symbol),
+    Collector(ExprId),
+    Promises,
+    Extra(u32),
+    Index(u32),
+}
+
+/// A task's requirements: usually one or two, kept inline.
+type Reqs = SmallVec<[(Key, CellId); 2]>;
+
+/// The values of a task's requirements; a later key replaces an earlier one, as in the
+/// reference's dict.
+struct Values(SmallVec<[(Key, Value); 4]>);
+
+impl Values {
+    fn insert(&mut self, k: Key, v: Value) {
+        match self.0.iter_mut().find(|(x, _)| *x == k) {
+            Some(slot) => slot.1 = v,
+            None => self.0.push((k, v)),
+        }
+    }
+
+    fn get(&self, k: &Key) -> Option<&Value> {
+        self.0.iter().find(|(x, _)| x == k).map(|(_, v)| v)
+    }
+}
+
+/// What a task does when its requirements are ready.
+enum Body {
+    /// Evaluate an expression and store it (`ExecutionUnit`), optionally as an attribute
+    /// assignment whose errors are wrapped (`SetAttributeHelper`).
+    Exec { target: CellId, promise: OptPromise, what: Exec, scope: ScopeId, attr: Option<AttrCtx> },
+    /// `x.a = e` after `x` is known.
+    SetAttr { stmt: StmtId, scope: ScopeId },
+    /// `a and b` / `a or b` after `a` is known.
+    Lazy { expr: ExprId, scope: ScopeId, target: CellId },
+    /// An index lookup once the query is known.
+    Lookup { expr: ExprId, scope: ScopeId, target: CellId },
+    /// `VariableReferenceHook`: resolve `base.name` and hand the cell to a resumer.
+    Hook { base: ExprId, name: Symbol, scope: ScopeId, resumer: Resumer, propagate_unset: bool, location: Location },
+    /// `is defined` waiting for the variable to be ready.
+    IsDefinedWait { cell: CellId, target: CellId, location: Location },
+    /// A conditional expression: first the condition, then the chosen branch.
+    Cond { src: CondSrc, scope: ScopeId, result: CellId, lhs: Option<CollectorId>, chosen: Option<bool> },
+    /// A list comprehension's iterable is complete.
+    Comp { helper: u32, scope: ScopeId },
+    /// All elements of a comprehension are computed.
+    CompFinal { helper: u32 },
+    /// A plugin call or cast (`FunctionUnit`).
+    /// The arguments are boxed: they are only kept for a retry, and inline they would make
+    /// every task slot 40 bytes larger.
+    Call { expr: ExprId, scope: ScopeId, result: CellId, args: Option<Box<Arguments>> },
+}
+
+/// A task that waits for nothing, in the run queue's order (see `Machine::deferred`): the
+/// bodies such tasks have, which are all plain data.
+#[derive(Clone, Copy)]
+enum Deferred {
+    Exec { target: CellId, promise: OptPromise, what: Exec, scope: ScopeId, attr: Option<AttrCtx> },
+    Cond { src: CondSrc, scope: ScopeId, result: CellId, lhs: Option<CollectorId>, chosen: Option<bool> },
+}
+
+impl Deferred {
+    fn of(body: &Body) -> Option<Deferred> {
+        match *body {
+            Body::Exec { target, promise, what, scope, attr } => {
+                Some(Deferred::Exec { target, promise, what, scope, attr })
+            }
+            Body::Cond { src, scope, result, lhs, chosen } => Some(Deferred::Cond { src, scope, result, lhs, chosen }),
+            _ => None,
+        }
+    }
+
+    fn body(self) -> Body {
+        match self {
+            Deferred::Exec { target, promise, what, scope, attr } => Body::Exec { target, promise, what, scope, attr },
+            Deferred::Cond { src, scope, result, lhs, chosen } => Body::Cond { src, scope, result, lhs, chosen },
+        }
+    }
+}
+
+// A task body is 48 bytes on 64-bit targets, and with its requirements a task slot is 88; a
+// million-instance model keeps four million slots.
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(
+    std::mem::size_of::<Option<Body>>() == 48
+        && std::mem::size_of::<(Key, CellId)>() == 12
+        && std::mem::size_of::<Waiter>() == 88
+);
+
+/// An optional promise in four bytes (`NONE` for none), to keep task bodies small.
+#[derive(Clone, Copy)]
+struct OptPromise(u32);
+
+impl OptPromise {
+    const NONE: OptPromise = OptPromise(NONE);
+
+    fn get(self) -> Option<PromiseId> {
+        (self.0 != NONE).then_some(self.0)
+    }
+}
+
+impl From<Option<PromiseId>> for OptPromise {
+    fn from(promise: Option<PromiseId>) -> Self {
+        match promise {
+            Some(id) => {
+                debug_assert_ne!(id, NONE, "there are fewer than u32::MAX promises");
+                OptPromise(id)
+            }
+            None => OptPromise::NONE,
+        }
+    }
+}
+
+/// What a conditional task decides on: a `?:` expression, or a comprehension element's guard
+/// (whose else branch filters the element out).
+#[derive(Clone, Copy)]
+enum CondSrc {
+    Expr(ExprId),
+    Guard { helper: u32, unknown: bool },
+}
+
+/// Evaluated plugin arguments, kept when a call is retried.
+type Arguments = (Vec<Value>, Vec<(String, Value)>);
+
+#[derive(Clone, Copy)]
+enum Exec {
+    Expr(ExprId),
+    /// A comprehension element: its value, or the result of its guard task.
+    CompElement {
+        helper: u32,
+        unknown: bool,
+        guarded: bool,
+    },
+    Stmt(StmtId),
+    SubCtor {
+        instance: InstanceId,
+        index: u32,
+    },
+}
+
+#[derive(Clone, Copy)]
+struct AttrCtx {
+    /// The instance's index plus one: the zero this leaves free lets `Option<AttrCtx>` (in
+    /// every task body) take no more room than `AttrCtx`.
+    instance_plus_one: std::num::NonZeroU32,
+    attr: Symbol,
+    location: Location,
+}
+
+impl AttrCtx {
+    fn new(instance: InstanceId, attr: Symbol, location: Location) -> Self {
+        let instance_plus_one =
+            std::num::NonZeroU32::new(instance.wrapping_add(1)).expect("fewer than u32::MAX instances");
+        AttrCtx { instance_plus_one, attr, location }
+    }
+
+    fn instance(&self) -> InstanceId {
+        self.instance_plus_one.get() - 1
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Resumer {
+    /// A proxy that readers wait on (and may listen to) until it is connected.
+    Reader(CellId),
+    /// A proxy that only the requirement lists of the tasks waiting on it refer to: the
+    /// proxy of one `a.b` read in an expression's requirements. Once connected it is not
+    /// needed any more (see `Machine::connect_requirement`).
+    Requirement(CellId),
+    Eager(u32),
+    IsDefined {
+        target: CellId,
+        location: Location,
+    },
+}
+
+pub struct Waiter {
+    waitcount: i32,
+    /// Creation order (see `Machine::pending_tasks`); in a free slot, the next free slot.
+    seq: u32,
+    requires: Reqs,
+    /// `None` while the task runs and once it finished.
+    body: Option<Body>,
+}
+
+/// Gradual listeners (`ResultCollector`s).
+enum Collector {
+    For {
+        stmt: StmtId,
+        scope: ScopeId,
+        seen: HashSet<IdentityKey>,
+    },
+    /// A list cell receiving elements (`ListLiteral` or a relation).
+    Cell(CellId),
+    SetAttr {
+        instance: InstanceId,
+        attr: Symbol,
+        next: CellId,
+        location: Location,
+    },
+    IsDefined {
+        target: CellId,
+        location: Location,
+    },
+    Comp(u32),
+}
+
+impl Collector {
+    fn pure_gradual(&self) -> bool {
+        !matches!(self, Collector::IsDefined { .. })
+    }
+}
+
+/// What CPython's `id()` would consider the same object, as far as it matters for the `for`
+/// loop of 18.0.1 (which skips an element it has already seen by identity). Booleans, small
+/// ints, the empty string and one-character Latin-1 strings are shared objects in CPython. Any
+/// other string is the object its origin made: each string literal in the source is an object
+/// of its own, and a variable read twice gives the same object twice. weft's strings keep
+/// that identity as their shared allocation (a literal is one allocation, copies of a value
+/// share it), so they are compared by address. Other numbers are distinct objects.
+///
+/// `null` is the reference's `NoneValue`, one object per `null` in the source and per `None`
+/// a plugin returns: `[null, null]` runs a loop twice, but a list holding one variable's
+/// `null` twice runs it once. A null carries the identity of its object (`NullId`).
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum IdentityKey {
+    Null(value::NullId),
+    Bool(bool),
+    SmallInt(i64),
+    SharedStr(Arc<str>),
+    Str(StrIdentity),
+    Instance(u32),
+    Unique(u64),
+}
+
+/// A string compared by the address of its allocation: two values are the same object when
+/// they share it. The key holds the string, so the address cannot be reused by another while
+/// the key exists.
+#[derive(Clone)]
+struct StrIdentity(Arc<str>);
+
+impl PartialEq for StrIdentity {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for StrIdentity {}
+
+impl std::hash::Hash for StrIdentity {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        std::ptr::hash(Arc::as_ptr(&self.0) as *const u8, state);
+    }
+}
+
+/// Whether CPython shares one object for every string equal to `s`: the empty string and the
+/// strings of one Latin-1 character.
+fn is_shared_python_str(s: &str) -> bool {
+    let mut chars = s.chars();
+    match (chars.next(), chars.next()) {
+        (None, _) => true,
+        (Some(c), None) => (c as u32) < 256,
+        _ => false,
+    }
+}
+
+struct CompHelper {
+    expr: ExprId,
+    scope: ScopeId,
+    lhs: Option<CollectorId>,
+    results: Vec<CellId>,
+    complete: bool,
+    final_result: CellId,
+}
+
+struct EagerPromise {
+    promise: Option<PromiseId>,
+    fulfilled: bool,
+}
+
+struct Promise {
+    owner: CellId,
+    done: bool,
+}
+
+/// An execution context, 16 bytes: a model has about five per entity instance.
+#[derive(Clone)]
+enum Scope {
+    /// A block's variables: the cell of its `i`-th distinct variable
+    /// (`Machine::block_variables`) is `first + i`.
+    Block {
+        block: BlockId,
+        first: CellId,
+        parent: ScopeId,
+    },
+    Var {
+        name: Symbol,
+        cell: CellId,
+        parent: ScopeId,
+    },
+    Ns {
+        ns: NsId,
+        parent: ScopeId,
+    },
+    /// An instance's attributes and `self`; names it lacks resolve in the namespace that the
+    /// enclosing namespace scope (an implementation's, an `implement`'s) passes down.
+    Instance {
+        instance: InstanceId,
+    },
+    Root {
+        ns: NsId,
+    },
+}
+
+/// An entity instance, without a heap allocation of its own in the common case: its cells are
+/// consecutive in the cell table, in the order of its entity's slots, followed by its `self`
+/// cell.
+pub struct Instance {
+    pub entity: EntityId,
+    first_cell: CellId,
+    /// The constructor call that created it.
+    location: Location,
+    /// The constructor calls that matched it through an index afterwards (rare): an index in
+    /// `Machine::more_locations`, or `NONE`.
+    more_locations: u32,
+    /// The instance as a scope once an implementation needed it, or `NONE`.
+    scope: ScopeId,
+    pub implementations: SmallVec<[weft_ir::program::ImplId; 4]>,
+}
+
+/// An instance in an entity's index: the hash of its key, and which of the entity's indexes
+/// (`Entity::indexes`) the key is for.
+#[derive(Clone, Copy)]
+struct IndexEntry {
+    hash: u64,
+    instance: InstanceId,
+    index: u32,
+}
+
+/// The lookups waiting for one index key: the order in which the key was first queued, and
+/// each lookup's target cell and location.
+type QueuedLookups = (u32, Vec<(CellId, Location)>);
+
+pub struct EntityState {
+    /// The indexed instances, found by the hash of their key (`Machine::key_hash`). The key
+    /// itself is not kept: a candidate with the same hash is confirmed by comparing its
+    /// attribute values, which never change once set, with the key's (`Machine::has_key`).
+    /// On the million-instance model that is 16 bytes per entry instead of 24 plus a string
+    /// of 40 to 80.
+    index: hashbrown::HashTable<IndexEntry>,
+    /// Lookups waiting for a key, with the order in which each key was first queued (the
+    /// final checks report them in that order).
+    index_queue: HashMap<String, QueuedLookups>,
+    queued_keys: u32,
+}
+
+/// The evaluator's state.
+pub struct Machine {
+    /// Never replaced after construction: [`Shared`] relies on it.
+    program: Arc<Program>,
+    /// The program's instructions, in place in their buffer.
+    /// Never replaced after construction: [`Shared`] relies on it.
+    code: Arc<Code>,
+    pub cells: Table<Cell>,
+    /// The extensions of the cells that have one (`Cell::ext_index`).
+    exts: Table<CellExt>,
+    /// Task slots; a finished task's slot is reused (`free_waiter`), so the table holds the
+    /// peak number of live tasks, not every task ever spawned.
+    pub waiters: Table<Waiter>,
+    /// The first free task slot, or `NONE`. A free slot's `seq` is the next free slot: the
+    /// free list lives in the slots, instead of in a vector as long as the peak number of
+    /// free slots (millions on large models).
+    free_waiter: WaiterId,
+    wait_nodes: WaitNodes,
+    /// Tasks spawned so far: the creation sequence number of the next task.
+    spawned: u32,
+    collectors: Table<Collector>,
+    scopes: Table<Scope>,
+    promises: Table<Promise>,
+    eager: Vec<EagerPromise>,
+    comps: Vec<CompHelper>,
+    pub instances: Table<Instance>,
+    /// Where cells were set (see `Cell::location`).
+    locations: LocationTable,
+    /// Recent variable lookups (see [`Machine::lookup_var`]).
+    lookups: LookupCache,
+    /// Constructor locations after an instance's first (see `Instance::more_locations`).
+    more_locations: Vec<Vec<Location>>,
+    /// Per block, its distinct variables in declaration order (see `Scope::Block`).
+    block_variables: Vec<Box<[Symbol]>>,
+    pub entities: Vec<EntityState>,
+    /// Per entity: where its attributes are among an instance's cells.
+    slot_tables: Vec<SlotTable>,
+    ns_scopes: Vec<ScopeId>,
+    /// FIFO of ready tasks. [`RESUMPTION`] stands for the front of `resumptions`, [`DEFERRED`]
+    /// for the front of `deferred`.
+    pub run_queue: Fifo<WaiterId>,
+    /// Hooks of `a.b` reads that could be resolved when they were scheduled, because `a`
+    /// already held an instance: the reader to resume and the attribute cell to resume it
+    /// with, in the order their places in `run_queue` come up. The reference runs such a
+    /// hook as a task of its own once the tasks queued before it ran; a place in the run
+    /// queue keeps that order without a task slot, a pending entry and a second evaluation
+    /// of `a`. (About 380k of the 1.56M tasks of the 93k-instance benchmark.)
+    resumptions: Fifo<(Resumer, CellId)>,
+    /// The tasks that were spawned with no requirement, in the order their places
+    /// ([`DEFERRED`]) in `run_queue` come up. Such a task is ready when it is spawned and
+    /// nothing waits for it, so it needs no slot, no wait count and no free-list round trip:
+    /// its body waits here for its turn. (Defaults, constant arguments, conditions on
+    /// constants and unconditional implementations: 42% of the tasks of the 93k-instance
+    /// benchmark.)
+    deferred: Fifo<Deferred>,
+    /// Delayed cells that may be complete, in the order they were queued.
+    /// With each cell, whether it is a relation (the scheduler's queue puts relations first),
+    /// read while the cell is at hand so the scheduler need not load it again.
+    pub wait_queue: Fifo<(CellId, bool)>,
+    /// The gradual listener of each proxy read by a `for` or a list literal, until the proxy
+    /// is connected and its value delivered. Few proxies have one, so they are kept here
+    /// rather than in every cell's `CellExt`.
+    proxy_listeners: HashMap<CellId, ProxyListener>,
+    /// The instances among the elements of each list cell with more than
+    /// `MEMBER_SET_THRESHOLD` elements. Adding an element first asks whether the list holds
+    /// it already; the reference asks Python's `value in list`, a scan, and with a scan a
+    /// relation filled with n elements costs n²/2 comparisons (a relation of 200k elements
+    /// took a minute). An instance equals only itself, so for an instance the set answers;
+    /// other values, which lists of that length rarely hold, are still compared one by one.
+    list_members: HashMap<CellId, HashSet<InstanceId>>,
+    /// Requirement proxies that were connected and can be reused (see
+    /// `Machine::connect_requirement`).
+    free_proxies: Vec<CellId>,
+    /// How many tasks were spawned and did not finish. Which ones, in creation order, is
+    /// asked only when the run queue is empty and no freeze made progress (twice in a run of
+    /// the 93k-instance benchmark), so it is found then by [`Machine::pending_tasks`] rather
+    /// than kept up to date for each of the million tasks.
+    live_tasks: usize,
+    /// The pending tasks oldest first, as (creation sequence number, slot), from the first
+    /// time a wait cycle is broken on (see [`Machine::visit_pending_tasks`]); `None` before,
+    /// so that models that never break one pay nothing for it. Finished tasks stay in it
+    /// until a visit drops them.
+    pending_order: Option<VecDeque<(u32, WaiterId)>>,
+    /// See [`Machine::watch_zerowaiter`].
+    zerowaiter_events: Vec<CellId>,
+    host: Option<Box<dyn Host>>,
+    unique: u64,
+    /// Hashes index keys (see `EntityState::index`).
+    index_hasher: hashbrown::DefaultHashBuilder,
+    /// Results of typedef constraints that are regexes or expressions without plugin calls,
+    /// by typedef and value (strings, integers and booleans): such a constraint is a pure
+    /// function of the value, and a model checks the same few values (`env_t`, ports, roles,
+    /// names) over and over. Errors are not kept. Bounded by `CONSTRAINT_MEMO_LIMIT` entries.
+    constraint_memo: HashMap<(u32, MemoValue), bool>,
+    /// The identity of the last null a plugin's result brought (see [`Machine::fresh_nulls`]).
+    fresh_null: u64,
+    /// Per typedef: whether its constraint may be memoized (`None` before it is first needed).
+    constraint_pure: Vec<Option<bool>>,
+    symbols: Known,
+    /// Names that appear only as keys of `**` dictionaries, after the program's own names.
+    extra_names: Vec<String>,
+    /// The shared target of statements without a value.
+    sink: CellId,
+    /// Symbols by their text, built the first time a name arrives as text.
+    symbols_by_name: Option<HashMap<String, Symbol>>,
+}
+
+/// A read-only pointer to the machine's program or code that does not borrow the machine, so a
+/// method can hold an instruction while it mutates cells and tasks. Cloning the `Arc` for that
+/// cost two atomic operations on every expression node of every task (about a tenth of the
+/// evaluation time).
+///
+/// A `Shared` is created only by [`Machine::prog`] and [`Machine::code`], from an `Arc` the
+/// machine owns for its whole life and never replaces (both fields are private and assigned
+/// only in [`Machine::new`]); it is neither `Send` nor stored anywhere, so it lives only in the
+/// frame of a machine method, during which the machine, and so the `Arc`, is alive.
+struct Shared<T>(std::ptr::NonNull<T>);
+
+impl<T> std::ops::Deref for Shared<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        // SAFETY: the pointee is owned by an `Arc` field of the machine that created this
+        // `Shared`; the field is never reassigned and the machine outlives the method frame
+        // this value lives in (see the type's documentation), and nothing mutates a program or
+        // code shared through an `Arc`.
+        unsafe { self.0.as_ref() }
+    }
+}
+
+struct Known {
+    self_: Symbol,
+}
+
+impl Machine {
+    pub fn new(program: Arc<Program>, code: Arc<Code>, host: Box<dyn Host>) -> Self {
+        let self_ = program.names.iter().position(|n| n == "self").map(|i| Symbol::from_u32(i as u32));
+        let entities = (0..program.entities.len())
+            .map(|_| EntityState { index: hashbrown::HashTable::new(), index_queue: HashMap::new(), queued_keys: 0 })
+            .collect();
+        let slot_tables = program.entities.iter().map(|e| SlotTable::new(&e.slots)).collect();
+        let block_variables = program
+            .blocks
+            .iter()
+            .map(|b| {
+                let mut distinct: Vec<Symbol> = Vec::with_capacity(b.variables.len());
+                for &v in &b.variables {
+                    if !distinct.contains(&v) {
+                        distinct.push(v);
+                    }
+                }
+                distinct.into_boxed_slice()
+            })
+            .collect();
+        Machine {
+            program,
+            code,
+            cells: Table::new(),
+            exts: Table::new(),
+            waiters: Table::new(),
+            free_waiter: NONE,
+            wait_nodes: WaitNodes::default(),
+            spawned: 0,
+            pending_order: None,
+            zerowaiter_events: Vec::new(),
+            collectors: Table::new(),
+            scopes: Table::new(),
+            promises: Table::new(),
+            eager: Vec::new(),
+            comps: Vec::new(),
+            instances: Table::new(),
+            more_locations: Vec::new(),
+            slot_tables,
+            locations: LocationTable::default(),
+            lookups: LookupCache::default(),
+            block_variables,
+            entities,
+            ns_scopes: Vec::new(),
+            run_queue: Fifo::new(),
+            free_proxies: Vec::new(),
+            resumptions: Fifo::new(),
+            deferred: Fifo::new(),
+            wait_queue: Fifo::new(),
+            proxy_listeners: HashMap::default(),
+            list_members: HashMap::default(),
+            live_tasks: 0,
+            host: Some(host),
+            unique: 0,
+            index_hasher: hashbrown::DefaultHashBuilder::default(),
+            constraint_memo: HashMap::default(),
+            fresh_null: value::NullId::FIRST_FRESH,
+            constraint_pure: Vec::new(),
+            extra_names: Vec::new(),
+            sink: 0,
+            symbols_by_name: None,
+            symbols: Known { self_: self_.unwrap_or(Symbol::from_u32(u32::MAX)) },
+        }
+    }
+
+    /// Jobs that prepare the memory of the cell and task tables ahead of time (see
+    /// [`Table::prefault_job`]), for the caller to run on threads of its own when a core is
+    /// free; the machine creates no threads.
+    pub fn prefault_jobs(&mut self) -> Vec<Box<dyn FnOnce() + Send>> {
+        vec![
+            self.cells.prefault_job(),
+            self.exts.prefault_job(),
+            self.waiters.prefault_job(),
+            self.scopes.prefault_job(),
+            self.instances.prefault_job(),
+        ]
+    }
+
+    /// Frees what only evaluating needs, once the evaluation finished: the task slots and
+    /// their wait lists, the scopes, the gradual listeners, the promises and the queues. What
+    /// stays (instances, cells, locations, the program and the indexes) is what reading the
+    /// model needs. The machine must not evaluate afterwards.
+    ///
+    /// The export allocates its resources next, and memory freed here is what those
+    /// allocations reuse instead of fresh pages, each a page fault: on the 93k-instance
+    /// resources benchmark, about 45 MB (the task slots alone are 32 MB).
+    pub fn shed_evaluation_state(&mut self) {
+        self.waiters = Table::new();
+        self.free_waiter = NONE;
+        self.pending_order = None;
+        self.zerowaiter_events = Vec::new();
+        self.wait_nodes = WaitNodes::default();
+        self.collectors = Table::new();
+        self.scopes = Table::new();
+        self.ns_scopes = Vec::new();
+        self.promises = Table::new();
+        self.eager = Vec::new();
+        self.comps = Vec::new();
+        self.run_queue = Fifo::new();
+        self.resumptions = Fifo::new();
+        self.deferred = Fifo::new();
+        self.wait_queue = Fifo::new();
+        self.proxy_listeners = HashMap::default();
+        self.list_members = HashMap::default();
+        self.free_proxies = Vec::new();
+        self.constraint_memo = HashMap::default();
+    }
+
+    /// Ends the machine without freeing its tables, for a process about to exit: they are
+    /// millions of small allocations that the exit releases at once. The plugin host is
+    /// dropped as usual, since it may own resources with effects outside the process
+    /// (temporary directories it removes when dropped).
+    pub fn release_without_freeing(mut self) {
+        drop(self.host.take());
+        std::mem::forget(self);
+    }
+
+    /// Sizes of the machine's tables, for `--stats`.
+    pub fn table_sizes(&self) -> String {
+        format!(
+            "{} cells ({} B each; {} with an extension of {} B), {} task slots ({} B each) for {} tasks, {} scopes, {} collectors",
+            self.cells.len(),
+            std::mem::size_of::<Cell>(),
+            self.exts.len(),
+            std::mem::size_of::<CellExt>(),
+            self.waiters.len(),
+            std::mem::size_of::<Waiter>(),
+            self.spawned,
+            self.scopes.len(),
+            self.collectors.len()
+        )
+    }
+
+    /// Runs `f` with the host.
+    pub fn with_host<T>(&mut self, f: impl FnOnce(&mut dyn Host) -> T) -> T {
+        let mut host = self.host.take().unwrap_or_else(|| Box::new(NoHost));
+        let r = f(host.as_mut());
+        self.host = Some(host);
+        r
+    }
+
+    /// The program, without borrowing the machine (see [`Shared`]).
+    fn prog(&self) -> Shared<Program> {
+        Shared(std::ptr::NonNull::from(&*self.program))
+    }
+
+    /// The code, without borrowing the machine (see [`Shared`]).
+    fn code(&self) -> Shared<Code> {
+        Shared(std::ptr::NonNull::from(&*self.code))
+    }
+
+    /// The program the machine runs.
+    pub fn program(&self) -> &Arc<Program> {
+        &self.program
+    }
+
+    /// The symbol of a name known only as text (a `**` dictionary's key, a template's
+    /// variable). A name no code mentions gets a symbol of its own, which matches no slot or
+    /// variable.
+    fn symbol(&mut self, text: &str) -> Symbol {
+        let program = &self.program;
+        let by_name = self.symbols_by_name.get_or_insert_with(|| {
+            program.names.iter().enumerate().map(|(i, n)| (n.clone(), Symbol::from_u32(i as u32))).collect()
+        });
+        if let Some(&s) = by_name.get(text) {
+            return s;
+        }
+        let s = Symbol::from_u32((program.names.len() + self.extra_names.len()) as u32);
+        self.extra_names.push(text.to_string());
+        by_name.insert(text.to_string(), s);
+        s
+    }
+
+    /// The text of a symbol, including names that only `**` dictionaries introduced.
+    pub fn sym_name(&self, s: Symbol) -> &str {
+        let i = s.as_u32() as usize;
+        match self.program.names.get(i) {
+            Some(n) => n,
+            None => &self.extra_names[i - self.program.names.len()],
+        }
+    }
+}
+
+/// The source an instruction was lowered from, operands included
+/// ([`weft_ir::program::source_extent`] on the bytecode, as an artifact keeps no IR).
+fn operand_extent(c: &Code, expr: ExprId) -> Location {
+    weft_ir::program::source_extent(expr, &|e| c.location(e), &|e| match c.expr(e).kind {
+        Op::Binary { lhs, rhs, .. } | Op::And { lhs, rhs } | Op::Or { lhs, rhs } => Some((lhs, rhs)),
+        Op::Not(inner) => Some((inner, inner)),
+        _ => None,
+    })
+}
+
+/// The marker a filtered comprehension element leaves in the results.
+const FILTERED: &str = "\u{0}weft-filtered\u{0}";
+
+/// How many constraint results `Machine::constraint_memo` keeps at most: enough for the
+/// values models repeat, and bounded for models whose values are all different.
+const CONSTRAINT_MEMO_LIMIT: usize = 1 << 16;
+
+/// A value a constraint result is memoized for: the kinds whose equality is identity of the
+/// value as a constraint sees it. (`1 == 1.0` and `1 == true` in the language, but a
+/// constraint may tell them apart, so each kind is its own key.)
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum MemoValue {
+    Str(Arc<str>),
+    Int(i64),
+    Bool(bool),
+}
+
+impl MemoValue {
+    fn of(value: &Value) -> Option<MemoValue> {
+        match value {
+            Value::Str(s) => Some(MemoValue::Str(s.clone())),
+            Value::Int(i) => Some(MemoValue::Int(*i)),
+            Value::Bool(b) => Some(MemoValue::Bool(*b)),
+            _ => None,
+        }
+    }
+}
+
+/// Whether two values are the same part of an index key: whether their `repr`s, which the
+/// reference's keys are made of, are equal. The common kinds compare directly: values of
+/// different kinds never have equal `repr`s (strings are quoted, instances are `<instance N>`,
+/// an `int` outside the `i64` range is a big integer, floats always have a point, an
+/// exponent, `inf` or `nan`), so only the other kinds compare their `repr`s.
+fn key_part_eq(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Str(x), Value::Str(y)) => x == y,
+        (Value::Int(x), Value::Int(y)) => x == y,
+        (Value::Bool(x), Value::Bool(y)) => x == y,
+        (Value::Null(_), Value::Null(_)) => true,
+        (Value::Instance(x), Value::Instance(y)) => x == y,
+        _ if keyed_by_repr(a) && keyed_by_repr(b) => a.py_repr() == b.py_repr(),
+        _ => false,
+    }
+}
+
+/// The kinds [`key_part_eq`] compares by `repr`.
+fn keyed_by_repr(v: &Value) -> bool {
+    !matches!(v, Value::Str(_) | Value::Int(_) | Value::Bool(_) | Value::Null(_) | Value::Instance(_))
+}
+
+/// Hashes a key part consistently with [`key_part_eq`].
+fn hash_key_part(v: &Value, state: &mut impl Hasher) {
+    match v {
+        Value::Str(s) => {
+            state.write_u8(0);
+            s.hash(state);
+        }
+        Value::Int(i) => {
+            state.write_u8(1);
+            state.write_i64(*i);
+        }
+        Value::Bool(b) => {
+            state.write_u8(2);
+            state.write_u8(*b as u8);
+        }
+        Value::Null(_) => state.write_u8(3),
+        Value::Instance(i) => {
+            state.write_u8(4);
+            state.write_u32(*i);
+        }
+        other => {
+            state.write_u8(5);
+            other.py_repr().hash(state);
+        }
+    }
+}
+
+fn python_type(v: &Value) -> &str {
+    match v {
+        Value::Null(_) => "NoneValue",
+        Value::Reference(r) => &r.class,
+        other => other.type_name(),
+    }
+}
+
+/// What the reference's `type(value)` prints (`<class 'int'>`): its own null and Unknown are
+/// classes of its `inmanta.execute.util` module, a reference's class is its module's.
+fn python_class(v: &Value) -> String {
+    match v {
+        Value::Null(_) => "<class 'inmanta.execute.util.NoneValue'>".to_string(),
+        Value::Unknown => "<class 'inmanta.execute.util.Unknown'>".to_string(),
+        Value::Reference(r) => format!("<class '{}.{}'>", r.module, r.class),
+        other => format!("<class '{}'>", other.type_name()),
+    }
+}
+
+/// `{{x}}` interpolation in one pass: each matched span of `template` becomes the rendered
+/// value of the first part that matched the same text. This equals the reference's sequence
+/// of `str.replace` calls when no rendered value holds a brace and every brace of the template
+/// lies in a matched span (a span is `{{`, a name without braces, `}}`): replacements then can
+/// neither create nor split a span, so each replace call hits exactly the spans with its text.
+/// `None` when those conditions do not hold, for the caller to replace part by part.
+fn substitute_in_one_pass<S: AsRef<str>>(template: &str, matched: &[&str], rendered: &[S]) -> Option<String> {
+    let has_brace = |s: &str| s.bytes().any(|b| b == b'{' || b == b'}');
+    if rendered.iter().any(|v| has_brace(v.as_ref())) {
+        return None;
+    }
+    let mut out = String::with_capacity(template.len() + rendered.iter().map(|v| v.as_ref().len()).sum::<usize>());
+    let mut rest = template;
+    while let Some(open) = rest.find(['{', '}']) {
+        out.push_str(&rest[..open]);
+        rest = &rest[open..];
+        // A span starts with `{{` and ends at the first `}`, which must start its `}}`.
+        let close = rest.find('}')?;
+        let span = rest.get(..close + 2)?;
+        if !span.starts_with("{{") || !span.ends_with("}}") || has_brace(&span[2..span.len() - 2]) {
+            return None;
+        }
+        let part = matched.iter().position(|m| *m == span)?;
+        out.push_str(rendered[part].as_ref());
+        rest = &rest[span.len()..];
+    }
+    out.push_str(rest);
+    Some(out)
+}
+
+/// Whether a typedef's pattern matches: `engine` is the pattern as lowering translated and
+/// anchored it (Python's `re.match`), already validated by the frontend.
+fn regex_match(engine: &str, text: &str) -> bool {
+    thread_local! {
+        static CACHE: std::cell::RefCell<HashMap<String, Option<fancy_regex::Regex>>> = Default::default();
+    }
+    let matches = |re: &Option<fancy_regex::Regex>| re.as_ref().is_some_and(|re| re.is_match(text).unwrap_or(false));
+    CACHE.with(|c| {
+        let mut c = c.borrow_mut();
+        // Looked up by `&str`, once: every typedef check passes here, and only the first one
+        // of each pattern needs an owned key.
+        if let Some(re) = c.get(engine) {
+            return matches(re);
+        }
+        let re = fancy_regex::Regex::new(engine).ok();
+        let matched = matches(&re);
+        c.insert(engine.to_string(), re);
+        matched
+    })
+}
+
+/// A primitive type used as a function: `int("1")`.
+fn cast(p: Primitive, args: &[Value]) -> R<Value> {
+    if args.len() != 1 {
+        return Err(rt(format!(
+            "Illegal arguments {}: type cast expects exactly 1 argument",
+            args.iter().map(|a| a.py_repr()).collect::<Vec<_>>().join(",")
+        )));
+    }
+    let v = &args[0];
+    let fail = || rt(format!("Failed to cast '{}' to {}", v.py_str(), p.name()));
+    Ok(match p {
+        Primitive::String => match v {
+            Value::Bool(b) => Value::str(if *b { "true" } else { "false" }),
+            other => Value::str(&other.py_str()),
+        },
+        Primitive::Int => match v {
+            Value::Bool(b) => Value::Int(*b as i64),
+            Value::Int(_) | Value::BigInt(_) => v.clone(),
+            Value::Float(f) => {
+                if !f.is_finite() {
+                    return Err(fail());
+                }
+                Value::int_of_float(f.trunc())
+            }
+            Value::Str(s) => match s.trim().parse::<num_bigint::BigInt>() {
+                Ok(i) => Value::int(i),
+                Err(_) => return Err(fail()),
+            },
+            _ => return Err(fail()),
+        },
+        Primitive::Float => match v {
+            Value::Float(_) => v.clone(),
+            Value::Str(s) => match s.trim().parse::<f64>() {
+                Ok(f) => Value::Float(f),
+                Err(_) => return Err(fail()),
+            },
+            other => match other.as_f64() {
+                Some(f) => Value::Float(f),
+                None => return Err(fail()),
+            },
+        },
+        Primitive::Number => match v {
+            Value::Int(_) | Value::BigInt(_) => v.clone(),
+            Value::Bool(b) => Value::Float(*b as i64 as f64),
+            Value::Float(_) => v.clone(),
+            Value::Str(s) => match s.trim().parse::<f64>() {
+                Ok(f) => Value::Float(f),
+                Err(_) => return Err(fail()),
+            },
+            _ => return Err(fail()),
+        },
+        Primitive::Bool => match v {
+            Value::Null(_) => Value::Bool(false),
+            other => Value::Bool(other.truthy()),
+        },
+        Primitive::List | Primitive::Dict => return Err(fail()),
+    })
+}

@@ -1,0 +1,75 @@
+//! Reading a cell's value, and what reading an unset one means.
+
+use super::*;
+
+impl Machine {
+    pub(super) fn get_value(&mut self, cell: CellId) -> R<Value> {
+        let kind = self.cells[cell as usize].kind();
+        match kind {
+            CellKind::Proxy => {
+                let target = self.cells[cell as usize].target(&self.exts).ok_or_else(|| rt("proxy not connected"))?;
+                let value = self.get_value(target)?;
+                if self.cells[cell as usize].is_set(Cell::LISTENED)
+                    && let Some(&ProxyListener { collector, location, notify: true }) = self.proxy_listeners.get(&cell)
+                {
+                    self.remove_proxy_listener(cell);
+                    self.receive_flatten(collector, value.clone(), location)?;
+                }
+                Ok(value)
+            }
+            CellKind::List | CellKind::ListLiteral => {
+                let c = &self.cells[cell as usize];
+                if !c.has_value() {
+                    return Err(EvalError::unset(cell));
+                }
+                if c.ext_index().is_none() {
+                    return Ok(Value::List(Arc::from([])));
+                }
+                Ok(Value::List(self.xm(cell).items.share()))
+            }
+            CellKind::Option => {
+                let c = &self.cells[cell as usize];
+                if !c.has_value() {
+                    return Err(EvalError::unset(cell));
+                }
+                match c.value() {
+                    Some(v) if !matches!(*v, Value::Null(_)) => Ok(Value::clone(&v)),
+                    _ => {
+                        let (inst, attr) = c.owner(&self.exts).expect("relation cell");
+                        let p = self.prog();
+                        let a = p.attribute(attr);
+                        let mut error = EvalError::new(
+                            ErrorKind::OptionalValueException,
+                            format!(
+                                "Optional variable accessed that has no value (attribute `{}.{}` of `{}`)",
+                                p.entity(a.entity).name,
+                                p.name(a.name),
+                                self.instance_display(inst)
+                            ),
+                        );
+                        let relation = format!("the relation `{}` of this instance holds no value", p.name(a.name));
+                        error.shown_at = Some((self.last_location(inst), relation));
+                        Err(error)
+                    }
+                }
+            }
+            _ => {
+                let c = &self.cells[cell as usize];
+                if !c.has_value() {
+                    return Err(EvalError::unset(cell));
+                }
+                Ok(c.value_cloned().unwrap_or(Value::NULL))
+            }
+        }
+    }
+
+    /// The value of a ready cell for the final checks and plugins (lists for relations).
+    pub fn peek(&self, cell: CellId) -> Option<Value> {
+        let c = &self.cells[cell as usize];
+        match c.kind() {
+            CellKind::List | CellKind::ListLiteral => Some(self.x(cell).items.to_list()),
+            CellKind::Proxy => c.target(&self.exts).and_then(|t| self.peek(t)),
+            _ => c.value_cloned(),
+        }
+    }
+}

@@ -1,0 +1,554 @@
+//! Cells and tasks: making cells, queueing delayed cells and freezing them, waiter lists,
+//! promises, spawning tasks and the order of pending tasks.
+
+use super::*;
+
+impl Machine {
+    pub(super) fn new_cell(&mut self, kind: CellKind) -> CellId {
+        let id = self.cells.push(Cell::new(kind)) as CellId;
+        if self.cells[id as usize].is_delayed() && self.can_get(id) {
+            self.queue(id);
+        }
+        id
+    }
+
+    pub(super) fn plain_with(&mut self, value: Value, location: Option<Location>) -> CellId {
+        self.filled_cell(CellKind::Plain, value, location)
+    }
+
+    /// A new cell of a kind without providers (plain or element) that already has `value`.
+    pub(super) fn filled_cell(&mut self, kind: CellKind, value: Value, location: Option<Location>) -> CellId {
+        debug_assert!(!kind.is_delayed());
+        let id = self.new_cell(kind);
+        let c = &mut self.cells[id as usize];
+        c.set_value(value);
+        c.set_has_value(true);
+        if let Some(l) = location {
+            c.set_location_index(self.locations.intern(l));
+        }
+        id
+    }
+
+    #[inline]
+    pub fn is_ready(&self, cell: CellId) -> bool {
+        let c = &self.cells[cell as usize];
+        if c.kind() == CellKind::Proxy {
+            return self.is_proxy_ready(c);
+        }
+        c.has_value()
+    }
+
+    /// [`Self::is_ready`] of a proxy: its target's, once it is connected.
+    pub(super) fn is_proxy_ready(&self, proxy: &Cell) -> bool {
+        proxy.target(&self.exts).is_some_and(|t| self.is_ready(t))
+    }
+
+    /// A cell's extension, or an empty one for a cell without.
+    #[inline]
+    pub(super) fn x(&self, cell: CellId) -> &CellExt {
+        match self.cells[cell as usize].ext_index() {
+            None => &EMPTY_EXT,
+            Some(ext) => &self.exts[ext],
+        }
+    }
+
+    /// A cell's extension if it has one, to change without making one.
+    #[inline]
+    pub(super) fn existing_xm(&mut self, cell: CellId) -> Option<&mut CellExt> {
+        self.cells[cell as usize].ext_index().map(|ext| &mut self.exts[ext])
+    }
+
+    /// A cell's extension, made when first needed.
+    #[inline]
+    pub(super) fn xm(&mut self, cell: CellId) -> &mut CellExt {
+        let ext = self.cells[cell as usize].ext_or_make(&mut self.exts);
+        &mut self.exts[ext]
+    }
+
+    /// The elements of a list cell.
+    pub fn items(&self, cell: CellId) -> &[Value] {
+        &self.x(cell).items
+    }
+
+    /// Promises acquired on a delayed cell and not yet fulfilled.
+    pub fn outstanding_providers(&self, cell: CellId) -> i64 {
+        let c = &self.cells[cell as usize];
+        if c.tracks_promises() { self.x(cell).outstanding as i64 } else { 0 }
+    }
+
+    /// For attribute cells: the instance and attribute.
+    pub fn cell_owner(&self, cell: CellId) -> Option<(InstanceId, AttrId)> {
+        self.cells[cell as usize].owner(&self.exts)
+    }
+
+    pub(super) fn relation_bounds(&self, cell: CellId) -> Option<(i64, Option<i64>)> {
+        let c = &self.cells[cell as usize];
+        let attr = c.relation_attr()?;
+        debug_assert_eq!(c.owner(&self.exts).map(|(_, a)| a), Some(attr), "relation cells are attribute cells");
+        match self.program.attribute(attr).kind {
+            AttributeKind::Relation(r) => Some((r.lower, r.upper)),
+            _ => None,
+        }
+    }
+
+    pub(super) fn can_get(&self, cell: CellId) -> bool {
+        let c = &self.cells[cell as usize];
+        match c.kind() {
+            CellKind::List => {
+                let low = self.relation_bounds(cell).map(|b| b.0).unwrap_or(0);
+                self.x(cell).items.len() as i64 >= low && self.outstanding_providers(cell) == 0
+            }
+            CellKind::Option | CellKind::ListLiteral => self.outstanding_providers(cell) == 0,
+            _ => c.has_value(),
+        }
+    }
+
+    /// Whether a delayed cell could be frozen now (no outstanding providers, enough elements).
+    pub fn could_complete(&self, cell: CellId) -> bool {
+        self.can_get(cell)
+    }
+
+    pub fn progress_potential(&self, cell: CellId) -> i64 {
+        let c = &self.cells[cell as usize];
+        debug_assert!(c.is_delayed(), "only delayed cells count their waiters");
+        let x = self.x(cell);
+        x.waiting as i64 - x.nb_gradual_waiters as i64
+    }
+
+    pub fn is_relation(&self, cell: CellId) -> bool {
+        self.cells[cell as usize].is_relation()
+    }
+
+    pub(super) fn queue(&mut self, cell: CellId) {
+        let c = &mut self.cells[cell as usize];
+        if c.queued() {
+            return;
+        }
+        c.set_queued(true);
+        self.wait_queue.push_back((cell, c.is_relation()));
+    }
+
+    pub fn unqueue(&mut self, cell: CellId) {
+        self.cells[cell as usize].set_queued(false);
+    }
+
+    /// Freezes a delayed cell: it takes no more values and its waiters are released.
+    pub fn freeze(&mut self, cell: CellId) {
+        let c = &mut self.cells[cell as usize];
+        if c.has_value() {
+            return;
+        }
+        c.set_queued(true);
+        c.set_has_value(true);
+        c.set_tracks_promises(false);
+        if c.is_set(Cell::WATCHED) {
+            self.zerowaiter_events.push(cell);
+        }
+        if let Some(x) = self.existing_xm(cell) {
+            x.listeners = None;
+        }
+        let mut waiters = self.take_waiters(cell);
+        while let Some(w) = self.wait_nodes.pop(&mut waiters) {
+            self.ready(w);
+        }
+    }
+
+    /// Adds a waiter to a cell's list, counting it for a delayed cell (`progress_potential`).
+    pub(super) fn push_waiter(&mut self, cell: CellId, waiter: WaiterId) {
+        let c = &mut self.cells[cell as usize];
+        self.wait_nodes.push(&mut c.waiters, waiter);
+        if c.is_delayed() {
+            if c.is_set(Cell::WATCHED) {
+                self.zerowaiter_events.push(cell);
+            }
+            self.xm(cell).waiting += 1;
+        }
+    }
+
+    /// Has `freeze` and the next waiter of a delayed cell reported in
+    /// [`Machine::take_zerowaiter_events`] (`on`), or stops that. The scheduler watches the
+    /// cells it set aside for having no waiter: only those events can change whether they
+    /// stay aside.
+    pub fn watch_zerowaiter(&mut self, cell: CellId, on: bool) {
+        self.cells[cell as usize].flag(Cell::WATCHED, on);
+    }
+
+    /// Whether [`Machine::watch_zerowaiter`] watches a cell.
+    pub fn is_watched_zerowaiter(&self, cell: CellId) -> bool {
+        self.cells[cell as usize].is_set(Cell::WATCHED)
+    }
+
+    /// The watched cells that were frozen or gained a waiter since the last call, in no
+    /// particular order and possibly more than once.
+    pub fn take_zerowaiter_events(&mut self) -> Vec<CellId> {
+        std::mem::take(&mut self.zerowaiter_events)
+    }
+
+    /// Detaches a cell's waiter list, to be released with `WaitNodes::pop`. Inlined: it runs
+    /// for every value set, and as a call it cost half a percent of the evaluation.
+    #[inline(always)]
+    pub(super) fn take_waiters(&mut self, cell: CellId) -> WaitList {
+        if let Some(x) = self.existing_xm(cell) {
+            x.waiting = 0;
+        }
+        std::mem::replace(&mut self.cells[cell as usize].waiters, WaitList::EMPTY)
+    }
+
+    pub(super) fn get_promise(&mut self, cell: CellId) -> Option<PromiseId> {
+        let c = &mut self.cells[cell as usize];
+        if !c.tracks_promises() {
+            return None;
+        }
+        self.xm(cell).outstanding += 1;
+        let id = self.promises.len() as PromiseId;
+        self.promises.push(Promise { owner: cell, done: false });
+        Some(id)
+    }
+
+    pub(super) fn fulfill(&mut self, promise: PromiseId) {
+        let p = &mut self.promises[promise as usize];
+        if p.done {
+            return;
+        }
+        p.done = true;
+        let cell = p.owner;
+        let kind = self.cells[cell as usize].kind();
+        let c = &mut self.cells[cell as usize];
+        if !c.tracks_promises() {
+            return;
+        }
+        self.xm(cell).outstanding -= 1;
+        if self.can_get(cell) {
+            self.queue(cell);
+        }
+        if kind == CellKind::ListLiteral && self.outstanding_providers(cell) == 0 {
+            self.freeze(cell);
+        }
+    }
+
+    pub(super) fn wait_for(&mut self, waiter: WaiterId, cell: CellId) {
+        self.waiters[waiter as usize].waitcount += 1;
+        self.register(cell, waiter);
+    }
+
+    pub(super) fn register(&mut self, cell: CellId, waiter: WaiterId) {
+        let c = &mut self.cells[cell as usize];
+        if c.kind() == CellKind::Proxy {
+            match c.target(&self.exts) {
+                Some(t) => self.register(t, waiter),
+                None => self.push_waiter(cell, waiter),
+            }
+            return;
+        }
+        if c.has_value() {
+            self.ready(waiter);
+        } else {
+            self.push_waiter(cell, waiter);
+        }
+    }
+
+    pub(super) fn ready(&mut self, waiter: WaiterId) {
+        let w = &mut self.waiters[waiter as usize];
+        w.waitcount -= 1;
+        if w.waitcount == 0 {
+            self.run_queue.push_back(waiter);
+        }
+    }
+
+    pub(super) fn notify(&mut self, cell: CellId) {
+        let mut waiters = self.take_waiters(cell);
+        while let Some(w) = self.wait_nodes.pop(&mut waiters) {
+            self.ready(w);
+        }
+    }
+
+    pub(super) fn spawn(&mut self, requires: Reqs, body: Body) {
+        let seq = self.spawned;
+        self.spawned += 1;
+        if requires.is_empty()
+            && let Some(deferred) = Deferred::of(&body)
+        {
+            // Ready at once, as a slot task with no requirement would be: it takes the same
+            // place in the run queue.
+            self.deferred.push_back(deferred);
+            self.run_queue.push_back(DEFERRED);
+            return;
+        }
+        let waiter = Waiter { waitcount: 1, seq, requires: Reqs::new(), body: Some(body) };
+        let id = if self.free_waiter != NONE {
+            let slot = self.free_waiter;
+            self.free_waiter = self.waiters[slot as usize].seq;
+            self.waiters[slot as usize] = waiter;
+            slot
+        } else {
+            self.waiters.push(waiter) as WaiterId
+        };
+        self.live_tasks += 1;
+        if let Some(order) = &mut self.pending_order {
+            order.push_back((seq, id));
+            // Finished tasks leave the order only when a visit passes them: past this size,
+            // listing the pending tasks afresh at the next visit is cheaper than the order.
+            if Self::pending_order_outgrown(order, self.live_tasks) {
+                self.pending_order = None;
+            }
+        }
+        for &(_, cell) in &requires {
+            self.wait_for(id, cell);
+        }
+        self.waiters[id as usize].requires = requires;
+        self.ready(id);
+    }
+
+    /// Whether some task was spawned and did not finish.
+    pub fn has_pending_tasks(&self) -> bool {
+        self.live_tasks > 0
+    }
+
+    /// The tasks that were spawned and did not finish, oldest first. Only the slots of those
+    /// hold a body while no task runs: a finished task's slot is free until it is reused.
+    pub fn pending_tasks(&self) -> Vec<WaiterId> {
+        self.pending_task_order().into_iter().map(|(_, slot)| slot).collect()
+    }
+
+    /// [`Machine::pending_tasks`] with their creation sequence numbers.
+    pub(super) fn pending_task_order(&self) -> Vec<(u32, WaiterId)> {
+        let mut pending: Vec<(u32, WaiterId)> = (0..self.waiters.len())
+            .filter_map(|slot| {
+                let w = &self.waiters[slot];
+                w.body.is_some().then_some((w.seq, slot as WaiterId))
+            })
+            .collect();
+        pending.sort_unstable();
+        debug_assert_eq!(pending.len(), self.live_tasks);
+        pending
+    }
+
+    /// Whether the task created `seq`-th is still pending in `slot`: a slot is reused once
+    /// its task finished, and a free slot has no body.
+    pub(super) fn is_pending(&self, seq: u32, slot: WaiterId) -> bool {
+        let w = &self.waiters[slot as usize];
+        w.body.is_some() && w.seq == seq
+    }
+
+    /// Whether finished tasks make up more than half of `pending_order` (with some slack, so
+    /// that a small order is not listed afresh for a few finished tasks).
+    pub(super) fn pending_order_outgrown(order: &VecDeque<(u32, WaiterId)>, live_tasks: usize) -> bool {
+        order.len() > 2 * live_tasks + 1024
+    }
+
+    /// Calls `visit` on the pending tasks oldest first, as [`Machine::pending_tasks`] lists
+    /// them, until it breaks, and returns what it broke with.
+    ///
+    /// Wait-cycle breaking asks for the pending tasks at every iteration that needs it, and a
+    /// model can need one per instance (each waiting on a relation its own statement may
+    /// still extend). Listing them afresh each time (every slot, sorted) made such models
+    /// quadratic: 13.6 s for 16,000 instances. So the first call lists them and from then on
+    /// `spawn` appends to that order; a visit drops the finished tasks it passes at the front,
+    /// and the order is listed afresh when finished tasks make up more than half of it. A
+    /// visit that breaks at the first tasks, as wait-cycle breaking usually does, costs little.
+    pub fn visit_pending_tasks<B>(&mut self, mut visit: impl FnMut(&Machine, WaiterId) -> ControlFlow<B>) -> Option<B> {
+        let mut order = match self.pending_order.take() {
+            Some(order) if !Self::pending_order_outgrown(&order, self.live_tasks) => order,
+            _ => self.pending_task_order().into(),
+        };
+        while let Some(&(seq, slot)) = order.front() {
+            if self.is_pending(seq, slot) {
+                break;
+            }
+            order.pop_front();
+        }
+        let mut result = None;
+        for &(seq, slot) in &order {
+            if self.is_pending(seq, slot)
+                && let ControlFlow::Break(b) = visit(self, slot)
+            {
+                result = Some(b);
+                break;
+            }
+        }
+        self.pending_order = Some(order);
+        result
+    }
+
+    /// Whether a pending task is what the reference runs as an `ExecutionUnit`: the
+    /// evaluation of an expression or a statement into its target, as opposed to a plugin
+    /// call, a hook, a lookup or a lazy operator, which wait in units of other kinds.
+    pub fn is_execution_unit(&self, waiter: WaiterId) -> bool {
+        matches!(self.waiters[waiter as usize].body, Some(Body::Exec { .. }))
+    }
+
+    /// Where a pending task's code is, for "not all statements executed".
+    pub fn waiter_location(&self, waiter: WaiterId) -> Option<Location> {
+        let p = &self.program;
+        match self.waiters[waiter as usize].body.as_ref()? {
+            Body::Exec { what: Exec::Expr(e), .. } => Some(self.code.location(*e)),
+            Body::Exec { what: Exec::Stmt(s), .. } | Body::SetAttr { stmt: s, .. } => Some(p.stmt(*s).location),
+            Body::Lazy { expr, .. } | Body::Lookup { expr, .. } | Body::Call { expr, .. } => {
+                Some(self.code.location(*expr))
+            }
+            Body::Hook { location, .. } | Body::IsDefinedWait { location, .. } => Some(*location),
+            _ => None,
+        }
+    }
+
+    /// The requirement cells of a pending task (following proxies), for wait-cycle breaking.
+    pub fn requirement_cells(&self, waiter: WaiterId) -> impl Iterator<Item = CellId> + '_ {
+        self.waiters[waiter as usize].requires.iter().filter_map(|&(_, c)| {
+            let mut c = c;
+            loop {
+                let cell = &self.cells[c as usize];
+                if cell.kind() != CellKind::Proxy {
+                    return Some(c);
+                }
+                c = cell.target(&self.exts)?;
+            }
+        })
+    }
+
+    /// Asks the processor to start loading what the next entries of the run queue will touch,
+    /// while the current one runs. The evaluator's time goes mostly to cache misses: the
+    /// task slots and cells of a large model are spread over hundreds of megabytes, and a
+    /// task's first access to its slot and to its requirement cells each waits for memory.
+    /// Three stages, as in software pipelining, each reading only what an earlier call asked
+    /// for, two entries apart (one entry apart left many loads still waiting: resumptions
+    /// and deferred tasks run in a fraction of a task's time):
+    ///
+    /// * the fifth entry after the current one: a task's slot; a resumption's cells (the
+    ///   proxy it connects and the cell it connects it to); a deferred task's target cell;
+    /// * the third: a task's requirement cells and target cell; the wait node of the
+    ///   task that a resumption's requirement proxy holds;
+    /// * the next entry: the shared values (their reference counts) held by a task's
+    ///   requirement cells; the slot of the task that a requirement proxy holds, whose
+    ///   requirement list the resumption rewrites.
+    ///
+    /// `current` is the entry just taken from the run queue, which has not run yet: when it
+    /// is a resumption or a deferred task, it is still the front of its queue.
+    pub fn prefetch_upcoming(&self, current: WaiterId) {
+        // Near the end of the queue, or of its front block, nothing is prefetched: that is a
+        // few entries in thousands.
+        let upcoming = self.run_queue.front_block();
+        let Some(&[next, first_gap, third, second_gap, fifth]) = upcoming.first_chunk::<5>() else { return };
+        let resumptions = self.resumptions.front_block();
+        // Where each upcoming resumption is in its own queue: after the current entry and the
+        // entries before it that are one.
+        let is_resumption = |entry: WaiterId| usize::from(entry == RESUMPTION);
+        let mut resumption = is_resumption(current);
+        self.prefetch_entry(0, next, resumptions, resumption);
+        resumption += is_resumption(next) + is_resumption(first_gap);
+        self.prefetch_entry(2, third, resumptions, resumption);
+        resumption += is_resumption(third) + is_resumption(second_gap);
+        if fifth == DEFERRED {
+            let is_deferred = |entry: WaiterId| usize::from(entry == DEFERRED);
+            let deferred = is_deferred(current)
+                + is_deferred(next)
+                + is_deferred(first_gap)
+                + is_deferred(third)
+                + is_deferred(second_gap);
+            if let Some(Deferred::Exec { target: cell, .. } | Deferred::Cond { result: cell, .. }) =
+                self.deferred.front_block().get(deferred)
+                && let Some(cell) = self.cells.get(*cell as usize)
+            {
+                prefetch(cell);
+            }
+        } else {
+            self.prefetch_entry(4, fifth, resumptions, resumption);
+        }
+    }
+
+    /// One stage of [`Self::prefetch_upcoming`] for the entry `ahead` places after the
+    /// current one, a task or a resumption (`resumptions[resumption]` if it is one).
+    #[inline(always)]
+    pub(super) fn prefetch_entry(
+        &self,
+        ahead: usize,
+        entry: WaiterId,
+        resumptions: &[(Resumer, CellId)],
+        resumption: usize,
+    ) {
+        if is_task_slot(entry) {
+            self.prefetch_task(ahead, entry);
+        } else if entry == RESUMPTION
+            && let Some(&(resumer, cell)) = resumptions.get(resumption)
+        {
+            self.prefetch_resumption(ahead, resumer, cell);
+        }
+    }
+
+    #[inline(always)]
+    pub(super) fn prefetch_task(&self, ahead: usize, task: WaiterId) {
+        match ahead {
+            4 => {
+                let slot = &self.waiters[task as usize];
+                prefetch(slot);
+                prefetch((slot as *const Waiter).wrapping_byte_add(64));
+            }
+            2 => {
+                let task = &self.waiters[task as usize];
+                for &(_, cell) in task.requires.iter() {
+                    prefetch(&self.cells[cell as usize]);
+                }
+                // The cell the task will set.
+                if let Some(
+                    Body::Exec { target: cell, .. }
+                    | Body::Lazy { target: cell, .. }
+                    | Body::Lookup { target: cell, .. }
+                    | Body::Cond { result: cell, .. }
+                    | Body::Call { result: cell, .. },
+                ) = &task.body
+                {
+                    prefetch(&self.cells[*cell as usize]);
+                }
+            }
+            0 => {
+                for &(_, cell) in self.waiters[task as usize].requires.iter() {
+                    // A clone of a shared value writes its reference count, which is at the
+                    // address the payload holds.
+                    if let Some(shared) = self.cells[cell as usize].shared_value_address() {
+                        prefetch(shared);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    #[inline(always)]
+    pub(super) fn prefetch_resumption(&self, ahead: usize, resumer: Resumer, cell: CellId) {
+        // The wait node of a requirement proxy: one task holds such a proxy nearly always,
+        // and a list of one node is its own successor, so the tail node names the task.
+        let requirement_node = || match resumer {
+            Resumer::Requirement(proxy) => self.wait_nodes.nodes.get(self.cells[proxy as usize].waiters.tail as usize),
+            _ => None,
+        };
+        match ahead {
+            4 => {
+                prefetch(&self.cells[cell as usize]);
+                if let Resumer::Reader(proxy) | Resumer::Requirement(proxy) = resumer {
+                    prefetch(&self.cells[proxy as usize]);
+                }
+            }
+            2 => {
+                if let Some(node) = requirement_node() {
+                    prefetch(node);
+                }
+            }
+            0 => {
+                if let Some(&(task, _)) = requirement_node()
+                    && let Some(slot) = self.waiters.get(task as usize)
+                {
+                    prefetch(slot);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Where a cell's value was set.
+    pub fn cell_location(&self, cell: CellId) -> Option<Location> {
+        self.locations.get(self.cells[cell as usize].location_index())
+    }
+
+    pub fn has_value(&self, cell: CellId) -> bool {
+        self.cells[cell as usize].has_value()
+    }
+}
