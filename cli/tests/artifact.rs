@@ -131,7 +131,7 @@ fn inspect_describes_the_artifact_and_its_inputs() {
     let artifact = artifact.to_str().expect("a UTF-8 path");
     let human = succeeded(&weft(&scratch.0, &["inspect", artifact], &[]));
     for expected in [
-        "artifact format 2, built by weft",
+        "artifact format 3, built by weft",
         "project: artifact_inputs",
         "source digest: sha256:",
         "replicas: int = 2  (./main.cf:4)  how many web servers",

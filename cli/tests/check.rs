@@ -8,7 +8,9 @@
 //! at the call, as the reference does, and labelled where it is; an incomplete instance, which
 //! the reference reports without a place, is shown at its constructor; a null given to a
 //! constrained type is refused by the primitive type at the root of its chain, in the
-//! reference's words. The snapshot holds the
+//! reference's words, and so are a value that is no list for a typed list (`expected
+//! string[]`) and a typedef constraint that names a variable (the name, at its place). The
+//! snapshot holds the
 //! exit code and stderr, in the human format (without color) and in JSON.
 
 use std::path::Path;

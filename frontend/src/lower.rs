@@ -184,7 +184,10 @@ impl<'p, 'a> Lowerer<'p, 'a> {
                     python: Arc::from(r),
                     engine: Arc::from(crate::regex::anchored_at_start(&crate::regex::translate_python_regex(r))),
                 },
-                _ => Constraint::Expr(self.expr(td.ns, td.constraint, None)),
+                _ => Constraint::Expr {
+                    expr: self.expr(td.ns, td.constraint, None),
+                    text: Arc::from(crate::check::pretty::expr_text(&self.project.interner, td.constraint)),
+                },
             };
             let name = format!("{}::{}", self.model.namespace(td.ns).name, self.sym(td.name));
             self.out.typedefs.push(ir::Typedef {

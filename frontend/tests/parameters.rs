@@ -41,7 +41,8 @@ fn uses_of(program: &Program, id: ExprId) -> usize {
         uses += entity.implements.iter().filter(|i| i.condition == Some(id)).count();
     }
     for typedef in &program.typedefs {
-        uses += usize::from(matches!(typedef.constraint, weft_ir::program::Constraint::Expr(e) if e == id));
+        uses +=
+            usize::from(matches!(typedef.constraint, weft_ir::program::Constraint::Expr { expr, .. } if expr == id));
     }
     for block in &program.blocks {
         uses += block.promises.iter().filter(|p| p.instance == id).count();

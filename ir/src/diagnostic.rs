@@ -101,6 +101,9 @@ error_kinds! {
     MultiException: CompilerException,
     /// A missing dict key.
     KeyException: RuntimeException,
+    /// A typedef constraint holds an expression that can not be evaluated with only `self`
+    /// bound (an f-string, a constructor).
+    DirectExecuteException: RuntimeException,
     /// A plugin failed.
     ExternalException: RuntimeException,
     ExplicitPluginException: RuntimeException,

@@ -267,8 +267,9 @@ pub enum Constraint {
     /// pattern as written; `engine` the same pattern translated for the regex engine and
     /// anchored, ready to compile.
     Regex { python: Arc<str>, engine: Arc<str> },
-    /// `matching <expr>`: evaluated directly with only `self` bound.
-    Expr(ExprId),
+    /// `matching <expr>`: evaluated directly with only `self` bound. `text` is the expression
+    /// as the reference prints it when a value fails it (`(self > 0)`).
+    Expr { expr: ExprId, text: Arc<str> },
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -735,7 +736,7 @@ impl<'p> Printer<'p> {
             }
             let c = match &t.constraint {
                 Constraint::Regex { python, .. } => format!("/{python}/"),
-                Constraint::Expr(e) => self.inline(*e),
+                Constraint::Expr { expr, .. } => self.inline(*expr),
             };
             let base = match t.base {
                 BaseType::Primitive(pr) => pr.name().to_string(),

@@ -19,6 +19,9 @@ pub struct Outcome {
     /// kind of the wrapped compiler error, or the class of the Python exception a plugin
     /// raised (`TypeError` for `caused by ExternalException: TypeError: ...`).
     pub cause: Option<String>,
+    /// The first cause's message, without its kind and without the place the note gives after
+    /// it (`Invalid value 'ab', does not match constraint `(std::length(self) > 3)``).
+    pub cause_message: Option<String>,
     /// The first line of the reported error's message.
     pub message: Option<String>,
 }
@@ -31,6 +34,18 @@ fn first_cause(diagnostic: &weft_ir::Diagnostic) -> Option<String> {
         return message.split_once(':').map(|(class, _)| class.to_string());
     }
     Some(kind.to_string())
+}
+
+/// The message of a diagnostic's first cause (see [`Outcome::cause_message`]).
+fn first_cause_message(diagnostic: &weft_ir::Diagnostic) -> Option<String> {
+    let note = diagnostic.notes.first()?.message.strip_prefix("caused by ")?;
+    let (_, message) = note.split_once(": ")?;
+    // The note ends with the cause's place, ` (./main.cf:7)`, when it has one.
+    let message = match message.rsplit_once(" (") {
+        Some((text, place)) if place.ends_with(')') && place.contains(':') => text,
+        _ => message,
+    };
+    Some(message.to_string())
 }
 
 /// The first line of a diagnostic's message, as the corpus records the reference's.
@@ -67,8 +82,9 @@ pub fn compile_with(dir: &Path, load: &LoadOptions) -> Outcome {
         (d.kind, line, file)
     });
     let cause = reported.and_then(first_cause);
+    let cause_message = reported.and_then(first_cause_message);
     let message = reported.map(first_line);
-    Outcome { ok: error.is_none(), prints, error, cause, message }
+    Outcome { ok: error.is_none(), prints, error, cause, cause_message, message }
 }
 
 /// Builds the project in `dir` into an artifact in memory, as `weft build` does; `None` when
@@ -112,6 +128,7 @@ pub fn build_and_run(dir: &Path) -> Outcome {
         (d.kind, line, name)
     });
     let cause = reported.and_then(first_cause);
+    let cause_message = reported.and_then(first_cause_message);
     let message = reported.map(first_line);
-    Outcome { ok: error.is_none(), prints, error, cause, message }
+    Outcome { ok: error.is_none(), prints, error, cause, cause_message, message }
 }

@@ -112,7 +112,7 @@ impl Verifier<'_> {
         for typedef in &p.typedefs {
             self.base_type(typedef.base)?;
             self.location(&typedef.location)?;
-            if let Constraint::Expr(e) = typedef.constraint {
+            if let Constraint::Expr { expr: e, .. } = typedef.constraint {
                 self.expr(e)?;
             }
         }

@@ -292,62 +292,9 @@ impl<'p, 'a> Checker<'p, 'a> {
     }
 
     /// A rendering of an expression close to the reference's `pretty_print`, for messages.
+    /// An expression as the reference prints it in messages ([`super::pretty::expr_text`]).
     pub(crate) fn pretty(&self, expr: &ast::Expr<'_>) -> String {
-        crate::with_stack(|| self.pretty_inner(expr))
-    }
-
-    fn pretty_inner(&self, expr: &ast::Expr<'_>) -> String {
-        match &expr.kind {
-            ExprKind::Int(i) => i.to_string(),
-            ExprKind::BigInt(s) => s.to_string(),
-            ExprKind::Float(f) => weft_ir::value::float_repr(*f),
-            ExprKind::Bool(true) => "true".into(),
-            ExprKind::Bool(false) => "false".into(),
-            ExprKind::Null => "null".into(),
-            ExprKind::Str(lit) => weft_ir::value::str_repr(lit.value),
-            ExprKind::RawStr(s) => weft_ir::value::str_repr(s),
-            ExprKind::FStr(lit) => format!("f{}", weft_ir::value::str_repr(lit.value)),
-            ExprKind::Regex(p) => format!("/{p}/"),
-            ExprKind::Name(path) => self.path_text(path.parts),
-            ExprKind::Attr { base, attr } => format!("{}.{}", self.pretty(base), self.sym(attr.name)),
-            ExprKind::Subscript { base, key } => format!("{}[{}]", self.pretty(base), self.pretty(key)),
-            ExprKind::Call { func, args } => {
-                let args: Vec<String> = args
-                    .iter()
-                    .map(|a| match a {
-                        ast::Arg::Positional(e) => self.pretty(e),
-                        ast::Arg::Keyword(n, e) => format!("{}={}", self.sym(n.name), self.pretty(e)),
-                        ast::Arg::Splat(e, _) => format!("**{}", self.pretty(e)),
-                    })
-                    .collect();
-                format!("{}({})", self.path_text(func.parts), args.join(", "))
-            }
-            ExprKind::Construct { class, .. } => format!("Construct({})", self.path_text(&class_parts(class))),
-            ExprKind::IndexLookup { class, .. } => format!("{}[...]", self.path_text(&class_parts(class))),
-            ExprKind::SelectorLookup { base, relation, .. } => {
-                format!("{}.{}[...]", self.pretty(base), self.sym(relation.name))
-            }
-            ExprKind::List(items) => {
-                format!("[{}]", items.iter().map(|i| self.pretty(i)).collect::<Vec<_>>().join(", "))
-            }
-            ExprKind::ListComp { element, .. } => format!("[{} for ...]", self.pretty(element)),
-            ExprKind::Dict(entries) => format!(
-                "{{{}}}",
-                entries
-                    .iter()
-                    .map(|e| format!("{}: {}", weft_ir::value::str_repr(e.key), self.pretty(e.value)))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            ExprKind::Not(e) => format!("not {}", self.pretty(e)),
-            ExprKind::Binary { op, lhs, rhs, .. } => {
-                format!("({} {} {})", self.pretty(lhs), op.symbol(), self.pretty(rhs))
-            }
-            ExprKind::Conditional { cond, then, otherwise } => {
-                format!("{} ? {} : {}", self.pretty(cond), self.pretty(then), self.pretty(otherwise))
-            }
-            ExprKind::IsDefined(e) => format!("{} is defined", self.pretty(e)),
-        }
+        super::pretty::expr_text(&self.program.interner, expr)
     }
 }
 

@@ -26,6 +26,7 @@ mod dataclass;
 mod definitions;
 pub mod model;
 mod normalize;
+pub(crate) mod pretty;
 mod suggest;
 
 use std::collections::HashMap;

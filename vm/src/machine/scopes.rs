@@ -83,13 +83,17 @@ impl Machine {
         {
             return Ok(first + i as CellId);
         }
-        let text = match name {
+        Err(EvalError::new(ErrorKind::NotFoundException, format!("variable {} not found", self.var_text(name))))
+    }
+
+    /// A variable reference as the source wrote it: `name` or `ns::name`.
+    pub(super) fn var_text(&self, name: VarRef) -> String {
+        match name {
             VarRef::Qualified(ns, s) => {
                 format!("{}::{}", self.program.namespaces[ns.index()].name, self.program.name(s))
             }
             VarRef::Name(s) => self.sym_name(s).to_string(),
-        };
-        Err(EvalError::new(ErrorKind::NotFoundException, format!("variable {text} not found")))
+        }
     }
 
     /// The namespace whose code a scope belongs to (for plugins that resolve `./` paths in the

@@ -52,6 +52,33 @@ impl Machine {
         }
     }
 
+    /// Why a value that fails a typedef does, as the error the reference raises: its base
+    /// type's refusal, or the constraint it does not match. For the causes of plugin type
+    /// errors, whose annotations name typedefs; the caller has found that the value fails,
+    /// and the constraint is not evaluated again (it may call a plugin, and this runs inside
+    /// one). `None` for a typedef of a typedef, whose words are not known here.
+    pub fn typedef_refusal(&self, typedef: TypedefId, value: &Value) -> Option<(ErrorKind, String)> {
+        let typedef = &self.program.typedefs[typedef.index()];
+        let BaseType::Primitive(base) = typedef.base else { return None };
+        let error =
+            self.validate_primitive(base, value).err().unwrap_or_else(|| self.constraint_mismatch(typedef, value));
+        let error = error.into_data();
+        Some((error.kind, error.message))
+    }
+
+    /// The reference's refusal of a value that does not match a typedef's constraint, which
+    /// it shows as written (`(self > 0)`, `/^a+$/`).
+    fn constraint_mismatch(&self, typedef: &weft_ir::program::Typedef, value: &Value) -> EvalError {
+        let constraint = match &typedef.constraint {
+            Constraint::Regex { python, .. } => format!("/{python}/"),
+            Constraint::Expr { text, .. } => text.to_string(),
+        };
+        rt(format!(
+            "Invalid value {}, does not match constraint `{constraint}`",
+            value.repr_with("null", &|i| self.instance_display(i))
+        ))
+    }
+
     /// Validates a value against an attribute type (references allowed, as for attributes).
     pub fn validate_value_type(&mut self, t: ValueType, value: &Value) -> R<()> {
         if matches!(value, Value::Reference(_)) {
@@ -72,9 +99,11 @@ impl Machine {
             return Err(rt(format!("Invalid value 'null', expected {name}")));
         }
         if t.list {
-            // `T[]` is the reference's typed list, whose check raises a `TypingException`.
+            // `T[]` is the reference's typed list, whose check raises a `TypingException`
+            // naming the list type (`T[]`, also for `T[]?`).
             let Value::List(items) = value else {
-                return Err(typing(format!("Invalid value '{}', expected list", self.display_value(value))));
+                let name = self.type_name(ValueType { nullable: false, ..t });
+                return Err(typing(format!("Invalid value '{}', expected {name}", self.display_value(value))));
             };
             for item in items.iter() {
                 if matches!(item, Value::Unknown) {
@@ -142,7 +171,7 @@ impl Machine {
                 // A regex, and an expression without plugin calls, are functions of the value.
                 let pure = match &typedef.constraint {
                     Constraint::Regex { .. } => true,
-                    Constraint::Expr(e) => self.constraint_is_pure(td, *e),
+                    Constraint::Expr { expr, .. } => self.constraint_is_pure(td, *expr),
                 };
                 let memo = if pure { MemoValue::of(value) } else { None };
                 let known = memo.as_ref().and_then(|m| self.constraint_memo.get(&(td.0, m.clone())).copied());
@@ -158,7 +187,7 @@ impl Machine {
                                     other.type_name()
                                 )));
                             }
-                            (Constraint::Expr(e), _) => self.eval_direct(*e, value)?.truthy(),
+                            (Constraint::Expr { expr, .. }, _) => self.eval_direct(*expr, value)?.truthy(),
                         };
                         if let Some(m) = memo
                             && self.constraint_memo.len() < CONSTRAINT_MEMO_LIMIT
@@ -168,18 +197,7 @@ impl Machine {
                         ok
                     }
                 };
-                if ok {
-                    Ok(())
-                } else {
-                    let constraint = match &typedef.constraint {
-                        Constraint::Regex { python, .. } => format!("/{python}/"),
-                        Constraint::Expr(_) => "expression".to_string(),
-                    };
-                    Err(rt(format!(
-                        "Invalid value {}, does not match constraint `{constraint}`",
-                        value.repr_with("null", &|i| self.instance_display(i))
-                    )))
-                }
+                if ok { Ok(()) } else { Err(self.constraint_mismatch(typedef, value)) }
             }
         }
     }
@@ -277,11 +295,16 @@ impl Machine {
         Ok(match &e.kind {
             Op::Const(v) => (*v).clone(),
             Op::Var(VarRef::Name(n)) if *n == self.symbols.self_ => self_value.clone(),
-            Op::Var(_) => {
+            Op::Var(name) => {
+                // The reference reports it at the name, inside the typedef.
                 return Err(EvalError::new(
                     ErrorKind::NotFoundException,
-                    "Unable to resolve variable: a type constraint can not reference variables.",
-                ));
+                    format!(
+                        "Unable to resolve `{}`: a type constraint can not reference variables.",
+                        self.var_text(*name)
+                    ),
+                )
+                .at(e.location));
             }
             Op::Not(a) => {
                 let v = sub(self, *a)?;
@@ -359,7 +382,24 @@ impl Machine {
                     }
                 }
             }
-            _ => return Err(rt("this expression can not be executed in a type constraint")),
+            // The reference names the statement by its repr: an f-string's is its text, an
+            // interpolated string's `Format('...')`.
+            Op::FString { template, .. } | Op::Format { template, .. } => {
+                let text = value::str_repr(template);
+                let statement = if matches!(e.kind, Op::Format { .. }) { format!("Format({text})") } else { text };
+                return Err(EvalError::new(
+                    ErrorKind::DirectExecuteException,
+                    format!("The statement {statement} can not be executed in this context"),
+                )
+                .at(e.location));
+            }
+            _ => {
+                return Err(EvalError::new(
+                    ErrorKind::DirectExecuteException,
+                    "this expression can not be executed in a type constraint",
+                )
+                .at(e.location));
+            }
         })
     }
 }
