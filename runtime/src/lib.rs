@@ -227,13 +227,17 @@ impl Host for RuntimeHost {
                     format!("Exception in plugin {name}"),
                     EvalError::new(kind, message),
                 )),
-                plugins::PluginError::Type(message) => {
-                    PluginFailure::Error(EvalError::new(ErrorKind::PluginTypeException, message))
-                }
                 // The reference reports a reference where the annotation allows none as a
-                // plugin type error.
-                plugins::PluginError::Reference(message) => {
-                    PluginFailure::Error(EvalError::new(ErrorKind::PluginTypeException, message))
+                // plugin type error too.
+                plugins::PluginError::Type { message, cause } | plugins::PluginError::Reference { message, cause } => {
+                    PluginFailure::Error(match cause {
+                        Some(cause) => EvalError::wrap(
+                            ErrorKind::PluginTypeException,
+                            message,
+                            EvalError::new(cause.kind, cause.message),
+                        ),
+                        None => EvalError::new(ErrorKind::PluginTypeException, message),
+                    })
                 }
                 plugins::PluginError::Runtime(message) => {
                     PluginFailure::Error(EvalError::new(ErrorKind::RuntimeException, message))
@@ -401,6 +405,13 @@ impl plugins::PluginHost for Adapter<'_> {
         }
         let ns = self.machine.scope_namespace(self.scope)?;
         Some(self.machine.program().namespaces[ns.index()].name.clone())
+    }
+
+    fn typedef_refusal(&mut self, name: &str, value: &Value) -> Option<Option<plugins::Cause>> {
+        let program = self.machine.program();
+        let typedef = program.typedefs.iter().position(|t| t.name == name)?;
+        let refusal = self.machine.typedef_refusal(weft_ir::program::TypedefId(typedef as u32), value);
+        Some(refusal.map(|(kind, message)| plugins::Cause { kind, message }))
     }
 
     fn type_exists(&self, name: &str) -> Option<bool> {

@@ -66,8 +66,8 @@ fn mismatch(expect: &Expect, actual: &Outcome) -> Option<String> {
     if want.line.is_some() && want.line != *line {
         return Some(format!("line: expected {:?}, got {line:?} ({})", want.line, kind.as_str()));
     }
-    // weft does not report every cause the reference chains (the `RuntimeException` behind a
-    // `PluginTypeException`), but one it reports must be the reference's.
+    // weft does not report every cause the reference chains (the `FileNotFoundError` behind a
+    // module that can not be loaded), but one it reports must be the reference's.
     if let Some(cause) = &actual.cause
         && want.causes.first() != Some(cause)
     {
@@ -95,10 +95,15 @@ fn listed(root: &Path, table: &str) -> Vec<(String, String)> {
 fn corpus_errors_read_as_the_reference_words_them() {
     let root = corpus();
     let differences = listed(&root, "message-differences.tsv");
+    // A case whose outcome is a known divergence has no message of the reference's to match.
+    let divergent = known_divergences(&root);
     let mut unlisted = Vec::new();
     let mut matching = Vec::new();
     for case in cases_in(&root) {
         let name = case.strip_prefix(&root).expect("inside").to_string_lossy().replace('\\', "/");
+        if divergent.iter().any(|(c, _)| *c == name) {
+            continue;
+        }
         let expect: Expect =
             serde_json::from_str(&std::fs::read_to_string(case.join("expect.json")).expect("readable"))
                 .expect("valid expect.json");

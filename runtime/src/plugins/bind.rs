@@ -146,16 +146,21 @@ fn validate_argument(
     };
     match check {
         Check::Ok => Ok(()),
-        Check::Reference => Err(PluginError::Reference(reference_message())),
-        Check::Mismatch if is_reference && !ty.supports_references() => {
-            Err(PluginError::Reference(reference_message()))
+        Check::Reference => {
+            Err(PluginError::Reference { message: reference_message(), cause: ty.refusal(value, host)? })
         }
-        Check::Mismatch => Err(PluginError::Type(format!(
-            "Value {} for argument {} of plugin {qualified} has incompatible type. Expected type: {}",
-            pyfmt::dsl_repr(value, host),
-            param.name,
-            ty.type_string()
-        ))),
+        Check::Mismatch if is_reference && !ty.supports_references() => {
+            Err(PluginError::Reference { message: reference_message(), cause: ty.refusal(value, host)? })
+        }
+        Check::Mismatch => Err(PluginError::Type {
+            message: format!(
+                "Value {} for argument {} of plugin {qualified} has incompatible type. Expected type: {}",
+                pyfmt::dsl_repr(value, host),
+                param.name,
+                ty.type_string()
+            ),
+            cause: ty.refusal(value, host)?,
+        }),
     }
 }
 

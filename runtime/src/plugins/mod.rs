@@ -72,14 +72,24 @@ pub enum PluginError {
     /// A compiler error happened inside the plugin (`WrappingRuntimeException` wrapping `kind`),
     /// such as an undefined variable in a template.
     Wrapped { kind: ErrorKind, message: String },
-    /// An argument or the return value does not match its annotation (`PluginTypeException`).
-    Type(String),
+    /// An argument or the return value does not match its annotation (`PluginTypeException`),
+    /// with the error the annotation's own check raised, which the reference chains under it
+    /// (`Invalid value '1', expected string`; `None` where weft does not know its words).
+    Type { message: String, cause: Option<Cause> },
     /// A reference passed for a parameter whose annotation does not allow one. The reference
-    /// reports a `PluginTypeException` caused by `UnexpectedReference`, with the message
-    /// carried here (`Value <...> for argument string of plugin std::upper is a reference. ...`).
-    Reference(String),
+    /// reports a `PluginTypeException` with the message carried here (`Value <...> for argument
+    /// string of plugin std::upper is a reference. ...`), caused by an `UnexpectedReference`.
+    Reference { message: String, cause: Option<Cause> },
     /// Bad arguments: count, unknown or repeated keyword (`RuntimeException`).
     Runtime(String),
+}
+
+/// The error a type's check raised for a value, which the reference chains under the plugin
+/// type error that reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cause {
+    pub kind: ErrorKind,
+    pub message: String,
 }
 
 impl PluginError {
@@ -91,7 +101,7 @@ impl PluginError {
             PluginError::External { .. } => ErrorKind::ExternalException,
             PluginError::Explicit(_) => ErrorKind::ExplicitPluginException,
             PluginError::Wrapped { .. } => ErrorKind::WrappingRuntimeException,
-            PluginError::Type(_) | PluginError::Reference(_) => ErrorKind::PluginTypeException,
+            PluginError::Type { .. } | PluginError::Reference { .. } => ErrorKind::PluginTypeException,
             PluginError::Runtime(_) => ErrorKind::RuntimeException,
         }
     }
@@ -103,8 +113,8 @@ impl PluginError {
             PluginError::External { message, .. }
             | PluginError::Wrapped { message, .. }
             | PluginError::Explicit(message)
-            | PluginError::Type(message)
-            | PluginError::Reference(message)
+            | PluginError::Type { message, .. }
+            | PluginError::Reference { message, .. }
             | PluginError::Runtime(message) => message.clone(),
         }
     }
@@ -164,6 +174,14 @@ pub trait PluginHost {
     fn check_typedef(&mut self, name: &str, value: &Value) -> Result<bool, PluginError> {
         let _ = (name, value);
         Ok(false)
+    }
+    /// Why a value that fails the typedef of that fully qualified name does (its base type or
+    /// its constraint), as the error the reference's check raises: for the cause of a plugin
+    /// type error. `None` when no typedef has that name (it is an entity), `Some(None)` when
+    /// the host can not tell; the default knows no typedef.
+    fn typedef_refusal(&mut self, name: &str, value: &Value) -> Option<Option<Cause>> {
+        let _ = (name, value);
+        None
     }
     /// The native plugins this evaluation calls. The default is [`PluginRegistry::builtin`].
     fn registry(&self) -> &PluginRegistry {
@@ -339,11 +357,14 @@ fn check_return_type(
 ) -> Result<(), PluginError> {
     match ty.validate(value, host)? {
         types::Check::Ok => Ok(()),
-        types::Check::Mismatch | types::Check::Reference => Err(PluginError::Type(format!(
-            "Return value {} of plugin {qualified} has incompatible type. Expected type: {}",
-            pyfmt::dsl_str(value, host),
-            ty.type_string()
-        ))),
+        types::Check::Mismatch | types::Check::Reference => Err(PluginError::Type {
+            message: format!(
+                "Return value {} of plugin {qualified} has incompatible type. Expected type: {}",
+                pyfmt::dsl_str(value, host),
+                ty.type_string()
+            ),
+            cause: None,
+        }),
     }
 }
 

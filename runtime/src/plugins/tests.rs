@@ -322,8 +322,8 @@ fn show(result: Result<Value, PluginError>, host: &FakeHost) -> String {
         Ok(v) => super::pyfmt::dsl_repr(&v, host),
         Err(PluginError::External { class, message }) => format!("{class}: {message}"),
         Err(PluginError::Wrapped { kind, message }) => format!("Wrapped {}: {message}", kind.as_str()),
-        Err(PluginError::Type(m)) => format!("PluginTypeException: {m}"),
-        Err(PluginError::Reference(m)) => format!("Reference: {m}"),
+        Err(PluginError::Type { message: m, .. }) => format!("PluginTypeException: {m}"),
+        Err(PluginError::Reference { message: m, .. }) => format!("Reference: {m}"),
         Err(PluginError::Runtime(m)) => format!("RuntimeException: {m}"),
         Err(PluginError::Explicit(m)) => format!("PluginException: {m}"),
         Err(PluginError::Unset(c)) => format!("Unset {c}"),
@@ -466,6 +466,74 @@ fn unknown_arguments_skip_the_call_unless_allowed() {
         ),
         ("inlineif", vec![Value::Bool(true), s("a"), U], vec![], "Unknown"),
     ]);
+}
+
+/// The error an argument's annotation raised, which the reference chains under the plugin
+/// type error, as `Kind: message` (or `no cause`); the messages are the reference's
+/// (inmanta-core 18.0.1, `caused by:` of `inmanta compile`).
+fn argument_cause(name: &str, args: Vec<Value>) -> String {
+    let mut host = host();
+    match call(&std_sig(name), args, Vec::new(), &mut host) {
+        Err(PluginError::Type { cause, .. } | PluginError::Reference { cause, .. }) => match cause {
+            Some(cause) => format!("{}: {}", cause.kind.as_str(), cause.message),
+            None => "no cause".into(),
+        },
+        other => format!("not a type error: {}", show(other, &host)),
+    }
+}
+
+#[test]
+fn refused_arguments_carry_the_reference_cause() {
+    let object_reference = "UnexpectedReference: References are not allowed for values of type `object`. While the `object` Python type is technically compatible with any value, references are considered special DSL values and are therefore guarded so that they don't accidentally show up where they are not expected. To work with references, explicitly declare support with a `object | Reference` annotation.";
+    let cases: Vec<(&str, Vec<Value>, &str)> = vec![
+        ("replace", vec![i(1), s("a"), s("b")], "RuntimeException: Invalid value '1', expected string"),
+        ("upper", vec![NULL], "RuntimeException: Invalid value 'null', expected string"),
+        ("upper", vec![l(vec![s("a")])], "RuntimeException: Invalid value '['a']', expected string"),
+        ("limit", vec![s("abc"), Value::Float(1.0)], "RuntimeException: Invalid value '1.0', expected int"),
+        ("invert", vec![s("x")], "RuntimeException: Invalid value 'x', expected bool"),
+        ("get_env", vec![s("X"), i(1)], "RuntimeException: Invalid value '1', expected string"),
+        ("get_env_int", vec![s("X"), s("a")], "RuntimeException: Invalid value 'a', expected int"),
+        ("select", vec![i(1), s("a")], "TypingException: Invalid value '1', expected list"),
+        ("len", vec![d(vec![("a", i(1))])], "TypingException: Invalid value '{'a': 1}', expected None"),
+        ("count", vec![s("abc")], "TypingException: Invalid value 'abc', expected None"),
+        ("dict_keys", vec![l(vec![i(1)])], "RuntimeException: Invalid value '[1]', expected dict"),
+        ("dict_get", vec![l(vec![i(1)]), s("a")], "RuntimeException: Invalid value '[1]', expected dict"),
+        ("dict_keys", vec![d(vec![("a", env_ref("X"))])], object_reference),
+        ("type", vec![env_ref("X")], object_reference),
+        ("create_environment_reference", vec![i(1)], "RuntimeException: Invalid value '1', expected string"),
+        (
+            "familyof",
+            vec![s("linux"), s("x")],
+            "RuntimeException: Invalid type for value 'linux', should be type std::OS",
+        ),
+        (
+            "familyof",
+            vec![Value::Instance(0), s("x")],
+            "RuntimeException: Invalid class type for __config__::Server (instantiated at ./main.cf:1), should be std::OS",
+        ),
+        (
+            "limit",
+            vec![s("abc"), env_ref("X")],
+            "UnexpectedReference: References are not allowed for values of type `int`. To work with references, explicitly declare support with a `... | Reference[...]` annotation.",
+        ),
+        (
+            "upper",
+            vec![env_ref("X")],
+            "UnexpectedReference: References are not allowed for values of type `string`. To work with references, explicitly declare support with a `... | Reference[...]` annotation.",
+        ),
+        // This host knows no typedef, so it can not say why a value fails std's; the
+        // evaluator can (tests/conformance).
+        ("prefixlen", vec![s("nope")], "no cause"),
+    ];
+    let failures: Vec<String> = cases
+        .into_iter()
+        .filter_map(|(name, args, expected)| {
+            let shown = format!("std::{name}({args:?})");
+            let got = argument_cause(name, args);
+            (got != expected).then(|| format!("{shown}\n   got: {got}\n  want: {expected}"))
+        })
+        .collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 #[test]

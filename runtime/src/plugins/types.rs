@@ -5,7 +5,9 @@
 
 use weft_ir::value::Value;
 
-use super::{Flow, PluginError, PluginHost, validate};
+use weft_ir::ErrorKind;
+
+use super::{Cause, Flow, PluginError, PluginHost, pyfmt, validate};
 
 /// A DSL type as the reference builds it for plugin annotations.
 #[derive(Clone, Debug, PartialEq)]
@@ -230,6 +232,85 @@ impl Ty {
                 },
             },
         })
+    }
+}
+
+/// What the reference says when a Python `object` annotation (the DSL's `any`) meets a
+/// reference.
+const OBJECT_REFERENCE: &str = "References are not allowed for values of type `object`. While the `object` Python \
+     type is technically compatible with any value, references are considered special DSL values and are therefore \
+     guarded so that they don't accidentally show up where they are not expected. To work with references, \
+     explicitly declare support with a `object | Reference` annotation.";
+
+impl Ty {
+    /// Why [`Ty::validate`] refused `value`: the error the reference's type raises, which it
+    /// chains under the plugin type error. `None` when the value passes, and for the
+    /// refusals whose words were not checked against the reference (a typed list's
+    /// elements, a reference of the wrong type).
+    pub(crate) fn refusal(&self, value: &Value, host: &mut dyn PluginHost) -> Result<Option<Cause>, PluginError> {
+        let cause = |kind, message: String| Ok(Some(Cause { kind, message }));
+        let shown = |host: &dyn PluginHost| pyfmt::dsl_str(value, host);
+        if self.validate(value, host)? == Check::Ok {
+            return Ok(None);
+        }
+        match (self, value) {
+            (Ty::Any, Value::Reference(_)) => cause(ErrorKind::UnexpectedReference, OBJECT_REFERENCE.to_string()),
+            (Ty::Str | Ty::Int | Ty::Float | Ty::Number | Ty::Bool, Value::Reference(_)) => cause(
+                ErrorKind::UnexpectedReference,
+                format!(
+                    "References are not allowed for values of type `{}`. To work with references, explicitly declare \
+                     support with a `... | Reference[...]` annotation.",
+                    self.type_string()
+                ),
+            ),
+            (Ty::Str | Ty::Int | Ty::Float | Ty::Number | Ty::Bool, _) => cause(
+                ErrorKind::RuntimeException,
+                format!("Invalid value '{}', expected {}", shown(host), self.type_string()),
+            ),
+            (Ty::List, _) => {
+                cause(ErrorKind::TypingException, format!("Invalid value '{}', expected list", shown(host)))
+            }
+            // The reference's typed list of a union names no type.
+            (Ty::TypedList(element), v) if !matches!(v, Value::List(_)) => match **element {
+                Ty::OrRef(_) | Ty::Union(_) => {
+                    cause(ErrorKind::TypingException, format!("Invalid value '{}', expected None", shown(host)))
+                }
+                _ => Ok(None),
+            },
+            (Ty::Dict(_), v) if !matches!(v, Value::Dict(_)) => {
+                cause(ErrorKind::RuntimeException, format!("Invalid value '{}', expected dict", shown(host)))
+            }
+            (Ty::Dict(element), Value::Dict(entries)) if **element == Ty::Any => {
+                match entries.iter().any(|(_, v)| matches!(v, Value::Reference(_))) {
+                    true => cause(ErrorKind::UnexpectedReference, OBJECT_REFERENCE.to_string()),
+                    false => Ok(None),
+                }
+            }
+            (Ty::Nullable(inner), _) => inner.refusal(value, host),
+            (Ty::OrRef(inner), v) if !matches!(v, Value::Reference(_)) => inner.refusal(value, host),
+            (Ty::Named(name), _) => {
+                // std's typedefs are checked natively; a host that does not know them can not
+                // say why a value fails one, and must not take it for an entity.
+                let std_typedef = validate::std_typedef(name, value).is_some();
+                match host.typedef_refusal(name, value) {
+                    Some(refusal) => return Ok(refusal),
+                    None if std_typedef => return Ok(None),
+                    None => {}
+                }
+                match value {
+                    Value::Instance(i) => cause(
+                        ErrorKind::RuntimeException,
+                        format!("Invalid class type for {}, should be {name}", host.instance_display(*i)),
+                    ),
+                    Value::Reference(_) => Ok(None),
+                    _ => cause(
+                        ErrorKind::RuntimeException,
+                        format!("Invalid type for value '{}', should be type {name}", shown(host)),
+                    ),
+                }
+            }
+            _ => Ok(None),
+        }
     }
 }
 
