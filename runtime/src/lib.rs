@@ -206,44 +206,15 @@ impl Host for RuntimeHost {
         let prepared = self.prepared(signature, plugin);
         let name = prepared.qualified_name();
         if signature.namespace != "std" && !prepared.is_native() {
+            // The reference checks the arguments of a module's plugin against their
+            // annotations before it calls the Python function.
+            let mut adapter = Adapter { machine: &mut *machine, scope, host: &mut *self };
+            plugins::check_arguments(signature, &prepared, &args, &kwargs, &mut adapter)
+                .map_err(|e| plugin_failure(name, e))?;
             return self.call_python(machine, signature, args, kwargs);
         }
         let mut adapter = Adapter { machine, scope, host: self };
-        match plugins::call_prepared(signature, &prepared, args, kwargs, &mut adapter) {
-            Ok(v) => Ok(v),
-            Err(e) => Err(match e {
-                plugins::PluginError::Unset(cell) => PluginFailure::Unset(cell),
-                plugins::PluginError::External { class, message } => PluginFailure::Error(EvalError::wrap(
-                    ErrorKind::ExternalException,
-                    format!("Exception in plugin {name}"),
-                    EvalError::new(ErrorKind::ExternalException, format!("{class}: {message}")),
-                )),
-                plugins::PluginError::Explicit(message) => PluginFailure::Error(EvalError::new(
-                    ErrorKind::ExplicitPluginException,
-                    format!("PluginException in plugin {name}: {message}"),
-                )),
-                plugins::PluginError::Wrapped { kind, message } => PluginFailure::Error(EvalError::wrap(
-                    ErrorKind::WrappingRuntimeException,
-                    format!("Exception in plugin {name}"),
-                    EvalError::new(kind, message),
-                )),
-                // The reference reports a reference where the annotation allows none as a
-                // plugin type error too.
-                plugins::PluginError::Type { message, cause } | plugins::PluginError::Reference { message, cause } => {
-                    PluginFailure::Error(match cause {
-                        Some(cause) => EvalError::wrap(
-                            ErrorKind::PluginTypeException,
-                            message,
-                            EvalError::new(cause.kind, cause.message),
-                        ),
-                        None => EvalError::new(ErrorKind::PluginTypeException, message),
-                    })
-                }
-                plugins::PluginError::Runtime(message) => {
-                    PluginFailure::Error(EvalError::new(ErrorKind::RuntimeException, message))
-                }
-            }),
-        }
+        plugins::call_prepared(signature, &prepared, args, kwargs, &mut adapter).map_err(|e| plugin_failure(name, e))
     }
 
     fn plugin_is_pure(&mut self, program: &weft_ir::program::Program, plugin: PluginId) -> bool {
@@ -253,6 +224,40 @@ impl Host for RuntimeHost {
 
     fn take_prints(&mut self) -> Vec<String> {
         std::mem::take(&mut self.prints)
+    }
+}
+
+/// A plugin's error as the evaluator reports it, with the reference's wrapping.
+fn plugin_failure(name: &str, e: plugins::PluginError) -> PluginFailure {
+    match e {
+        plugins::PluginError::Unset(cell) => PluginFailure::Unset(cell),
+        plugins::PluginError::External { class, message } => PluginFailure::Error(EvalError::wrap(
+            ErrorKind::ExternalException,
+            format!("Exception in plugin {name}"),
+            EvalError::new(ErrorKind::ExternalException, format!("{class}: {message}")),
+        )),
+        plugins::PluginError::Explicit(message) => PluginFailure::Error(EvalError::new(
+            ErrorKind::ExplicitPluginException,
+            format!("PluginException in plugin {name}: {message}"),
+        )),
+        plugins::PluginError::Wrapped { kind, message } => PluginFailure::Error(EvalError::wrap(
+            ErrorKind::WrappingRuntimeException,
+            format!("Exception in plugin {name}"),
+            EvalError::new(kind, message),
+        )),
+        // The reference reports a reference where the annotation allows none as a
+        // plugin type error too.
+        plugins::PluginError::Type { message, cause } | plugins::PluginError::Reference { message, cause } => {
+            PluginFailure::Error(match cause {
+                Some(cause) => {
+                    EvalError::wrap(ErrorKind::PluginTypeException, message, EvalError::new(cause.kind, cause.message))
+                }
+                None => EvalError::new(ErrorKind::PluginTypeException, message),
+            })
+        }
+        plugins::PluginError::Runtime(message) => {
+            PluginFailure::Error(EvalError::new(ErrorKind::RuntimeException, message))
+        }
     }
 }
 
@@ -405,6 +410,10 @@ impl plugins::PluginHost for Adapter<'_> {
         }
         let ns = self.machine.scope_namespace(self.scope)?;
         Some(self.machine.program().namespaces[ns.index()].name.clone())
+    }
+
+    fn check_typedef(&mut self, name: &str, value: &Value) -> Result<bool, plugins::PluginError> {
+        Ok(self.machine.typedef_accepts(name, value).unwrap_or(false))
     }
 
     fn typedef_refusal(&mut self, name: &str, value: &Value) -> Option<Option<plugins::Cause>> {

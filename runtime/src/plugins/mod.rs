@@ -302,6 +302,19 @@ impl Prepared {
     }
 }
 
+/// Checks a call's arguments as [`call_prepared`] does before running a plugin: their number
+/// and names, and each against its annotation. For plugins that run elsewhere (a module's own
+/// Python plugins, through the bridge), which the reference checks just the same.
+pub fn check_arguments(
+    signature: &PluginSignature,
+    prepared: &Prepared,
+    args: &[Value],
+    kwargs: &[(String, Value)],
+    host: &mut dyn PluginHost,
+) -> Result<(), PluginError> {
+    bind::check_args(signature, prepared, args.to_vec(), kwargs.to_vec(), host).map(|_| ())
+}
+
 /// [`call`] with what does not change between calls of the plugin made beforehand.
 /// `prepared` must have been made of `signature`.
 pub fn call_prepared(

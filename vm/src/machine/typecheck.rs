@@ -66,6 +66,28 @@ impl Machine {
         Some((error.kind, error.message))
     }
 
+    /// Whether a value satisfies the typedef of that fully qualified name, for a plugin argument
+    /// annotated with one; `None` when no typedef has the name (it names an entity). A typedef
+    /// whose constraint, or whose base typedef's, calls a plugin can not be evaluated inside
+    /// the plugin call that asks, and is taken as satisfied.
+    pub fn typedef_accepts(&mut self, name: &str, value: &Value) -> Option<bool> {
+        let typedef = TypedefId(self.program.typedefs.iter().position(|t| t.name == name)? as u32);
+        let mut base = BaseType::Typedef(typedef);
+        while let BaseType::Typedef(td) = base {
+            let prog = self.prog();
+            let checked = &prog.typedefs[td.index()];
+            let pure = match &checked.constraint {
+                Constraint::Regex { .. } => true,
+                Constraint::Expr { expr, .. } => self.constraint_is_pure(td, *expr),
+            };
+            if !pure {
+                return Some(true);
+            }
+            base = checked.base;
+        }
+        Some(self.validate_base(BaseType::Typedef(typedef), value).is_ok())
+    }
+
     /// The reference's refusal of a value that does not match a typedef's constraint, which
     /// it shows as written (`(self > 0)`, `/^a+$/`).
     fn constraint_mismatch(&self, typedef: &weft_ir::program::Typedef, value: &Value) -> EvalError {
