@@ -622,6 +622,11 @@ impl Program {
         self.entities.iter().position(|e| e.name == name).map(|i| EntityId(i as u32))
     }
 
+    /// The typedef with this fully qualified name (`std::ipv4_address`).
+    pub fn typedef_by_name(&self, name: &str) -> Option<TypedefId> {
+        self.typedefs.iter().position(|t| t.name == name).map(|i| TypedefId(i as u32))
+    }
+
     /// Whether `entity` is `other` or inherits from it.
     pub fn is_subclass(&self, entity: EntityId, other: EntityId) -> bool {
         entity == other || self.entity(entity).parents.iter().any(|&p| self.is_subclass(p, other))

@@ -417,15 +417,14 @@ impl plugins::PluginHost for Adapter<'_> {
     }
 
     fn typedef_refusal(&mut self, name: &str, value: &Value) -> Option<Option<plugins::Cause>> {
-        let program = self.machine.program();
-        let typedef = program.typedefs.iter().position(|t| t.name == name)?;
-        let refusal = self.machine.typedef_refusal(weft_ir::program::TypedefId(typedef as u32), value);
+        let typedef = self.machine.program().typedef_by_name(name)?;
+        let refusal = self.machine.typedef_refusal(typedef, value);
         Some(refusal.map(|(kind, message)| plugins::Cause { kind, message }))
     }
 
     fn type_exists(&self, name: &str) -> Option<bool> {
         let program = self.machine.program();
-        Some(program.entity_by_name(name).is_some() || program.typedefs.iter().any(|t| t.name == name))
+        Some(program.entity_by_name(name).is_some() || program.typedef_by_name(name).is_some())
     }
 
     fn data_dir(&self) -> std::path::PathBuf {

@@ -291,7 +291,6 @@ impl<'p, 'a> Checker<'p, 'a> {
         })
     }
 
-    /// A rendering of an expression close to the reference's `pretty_print`, for messages.
     /// An expression as the reference prints it in messages ([`super::pretty::expr_text`]).
     pub(crate) fn pretty(&self, expr: &ast::Expr<'_>) -> String {
         super::pretty::expr_text(&self.program.interner, expr)

@@ -243,16 +243,14 @@ const OBJECT_REFERENCE: &str = "References are not allowed for values of type `o
      explicitly declare support with a `object | Reference` annotation.";
 
 impl Ty {
-    /// Why [`Ty::validate`] refused `value`: the error the reference's type raises, which it
-    /// chains under the plugin type error. `None` when the value passes, and for the
-    /// refusals whose words were not checked against the reference (a typed list's
-    /// elements, a reference of the wrong type).
+    /// Why [`Ty::validate`] refused `value`, which it did: the error the reference's type
+    /// raises, which it chains under the plugin type error. `None` for the refusals whose
+    /// words were not checked against the reference (a typed list's elements, a reference of
+    /// the wrong type). The value is not validated again: that may evaluate a typedef's
+    /// constraint.
     pub(crate) fn refusal(&self, value: &Value, host: &mut dyn PluginHost) -> Result<Option<Cause>, PluginError> {
         let cause = |kind, message: String| Ok(Some(Cause { kind, message }));
         let shown = |host: &dyn PluginHost| pyfmt::dsl_str(value, host);
-        if self.validate(value, host)? == Check::Ok {
-            return Ok(None);
-        }
         match (self, value) {
             (Ty::Any, Value::Reference(_)) => cause(ErrorKind::UnexpectedReference, OBJECT_REFERENCE.to_string()),
             (Ty::Str | Ty::Int | Ty::Float | Ty::Number | Ty::Bool, Value::Reference(_)) => cause(
@@ -289,13 +287,13 @@ impl Ty {
             (Ty::Nullable(inner), _) => inner.refusal(value, host),
             (Ty::OrRef(inner), v) if !matches!(v, Value::Reference(_)) => inner.refusal(value, host),
             (Ty::Named(name), _) => {
+                if let Some(refusal) = host.typedef_refusal(name, value) {
+                    return Ok(refusal);
+                }
                 // std's typedefs are checked natively; a host that does not know them can not
                 // say why a value fails one, and must not take it for an entity.
-                let std_typedef = validate::std_typedef(name, value).is_some();
-                match host.typedef_refusal(name, value) {
-                    Some(refusal) => return Ok(refusal),
-                    None if std_typedef => return Ok(None),
-                    None => {}
+                if validate::std_typedef(name, value).is_some() {
+                    return Ok(None);
                 }
                 match value {
                     Value::Instance(i) => cause(

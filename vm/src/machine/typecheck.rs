@@ -71,7 +71,7 @@ impl Machine {
     /// whose constraint, or whose base typedef's, calls a plugin can not be evaluated inside
     /// the plugin call that asks, and is taken as satisfied.
     pub fn typedef_accepts(&mut self, name: &str, value: &Value) -> Option<bool> {
-        let typedef = TypedefId(self.program.typedefs.iter().position(|t| t.name == name)? as u32);
+        let typedef = self.program.typedef_by_name(name)?;
         let mut base = BaseType::Typedef(typedef);
         while let BaseType::Typedef(td) = base {
             let prog = self.prog();
