@@ -442,6 +442,14 @@ impl Code {
         Instruction { kind: self.op(insn), location: self.location(id) }
     }
 
+    /// The value of instruction `id` if it is a constant: [`Code::expr`] without decoding
+    /// the other operators, for the paths that only answer constants.
+    #[inline(always)]
+    pub fn constant(&self, id: ExprId) -> Option<&Value> {
+        let insn = self.insn_records[id.index()];
+        (insn.op == op::CONST).then(|| &self.tables.consts[insn.a as usize])
+    }
+
     /// The location of instruction `id`.
     #[inline]
     pub fn location(&self, id: ExprId) -> Location {

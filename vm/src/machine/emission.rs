@@ -215,6 +215,10 @@ impl Machine {
     /// [`Self::requires`], appending to `reqs` so that an expression tree builds one list.
     #[inline]
     pub(super) fn requires_into(&mut self, expr: ExprId, scope: ScopeId, reqs: &mut Reqs) -> R<()> {
+        // A constant requires nothing: most constructor arguments and every literal default.
+        if self.code().constant(expr).is_some() {
+            return Ok(());
+        }
         match self.requires_of(expr, scope, reqs) {
             Ok(()) => Ok(()),
             Err(e) => Err(self.locate_operand_error(expr, e)),

@@ -12,6 +12,18 @@ impl Machine {
         }
         if waiter == DEFERRED {
             let deferred = self.deferred.pop_front().expect("a deferred task for each place in the run queue");
+            // A constant (an attribute's default, a constructor's literal argument) reads
+            // nothing, so its value goes straight to its target: `run_body` would give the
+            // same result through an empty set of values and the evaluator's dispatch.
+            if let Deferred::Exec { target, promise, what: what @ Exec::Expr(expr), attr, .. } = deferred
+                && let Some(value) = self.code().constant(expr)
+            {
+                let location = self.code().location(expr);
+                return match self.store_result(target, value.clone(), location, promise) {
+                    Ok(()) => Ok(None),
+                    Err(e) => Err(self.execution_error(e, what, attr)),
+                };
+            }
             return self.run_body(&mut deferred.body(), &Reqs::new()).map(|()| None);
         }
         let mut body = self.waiters[waiter as usize].body.take().expect("a task runs once");
@@ -54,6 +66,41 @@ impl Machine {
         Ok(())
     }
 
+    /// The end of an `ExecutionUnit`: its value goes to its target, and the promise it held
+    /// on the target is kept.
+    #[inline(always)]
+    fn store_result(&mut self, target: CellId, value: Value, location: Location, promise: OptPromise) -> R<()> {
+        self.set_cell(target, value, location, true)?;
+        if let Some(pr) = promise.get() {
+            self.fulfill(pr);
+        }
+        Ok(())
+    }
+
+    /// The error of an `ExecutionUnit`, in the words and at the place the reference gives it.
+    #[cold]
+    fn execution_error(&self, e: EvalError, what: Exec, attr: Option<AttrCtx>) -> EvalError {
+        match attr {
+            Some(ctx) => {
+                if e.kind == ErrorKind::AttributeException {
+                    e.at(ctx.location)
+                } else {
+                    let mut e = e;
+                    if e.kind == ErrorKind::OptionalValueException {
+                        e.location = Some(ctx.location);
+                    }
+                    self.attribute_error(ctx.instance(), ctx.attr, e.at(ctx.location), Some(ctx.location))
+                }
+            }
+            // The reference's `ExecutionUnit` gives an error its expression's place when
+            // nothing inside did (a constructor emitting an attribute's value).
+            None => match what {
+                Exec::Expr(expr) => e.at(self.code().location(expr)),
+                _ => e,
+            },
+        }
+    }
+
     pub(super) fn run_body(&mut self, body: &mut Body, requires: &Reqs) -> R<()> {
         let p = self.prog();
         let c = self.code();
@@ -77,32 +124,9 @@ impl Machine {
                             return Ok(());
                         }
                     };
-                    self.set_cell(target, value, location, true)?;
-                    if let Some(pr) = promise.get() {
-                        self.fulfill(pr);
-                    }
-                    Ok(())
+                    self.store_result(target, value, location, promise)
                 })();
-                match (result, attr) {
-                    (Ok(()), _) => Ok(()),
-                    (Err(e), Some(ctx)) => {
-                        if e.kind == ErrorKind::AttributeException {
-                            Err(e.at(ctx.location))
-                        } else {
-                            let mut e = e;
-                            if e.kind == ErrorKind::OptionalValueException {
-                                e.location = Some(ctx.location);
-                            }
-                            Err(self.attribute_error(ctx.instance(), ctx.attr, e.at(ctx.location), Some(ctx.location)))
-                        }
-                    }
-                    // The reference's `ExecutionUnit` gives an error its expression's place
-                    // when nothing inside did (a constructor emitting an attribute's value).
-                    (Err(e), None) => match what {
-                        Exec::Expr(expr) => Err(e.at(c.location(expr))),
-                        _ => Err(e),
-                    },
-                }
+                result.map_err(|e| self.execution_error(e, what, attr))
             }
             Body::SetAttr { stmt, scope } => {
                 let StmtKind::SetAttr { instance, attribute, value, extend } = p.stmt(stmt).kind else {

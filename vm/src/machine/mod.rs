@@ -461,6 +461,12 @@ impl Values {
     fn get(&self, k: &Key) -> Option<&Value> {
         self.0.iter().find(|(x, _)| x == k).map(|(_, v)| v)
     }
+
+    /// Whether a gradual listener collects the value of `expr` (see [`Key::Collector`]).
+    #[inline(always)]
+    fn has_collector(&self, expr: ExprId) -> bool {
+        !self.0.is_empty() && self.get(&Key::Collector(expr)).is_some()
+    }
 }
 
 /// What a task does when its requirements are ready.
