@@ -33,6 +33,10 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 target="${CARGO_TARGET_DIR:-$root/target}"
 log() { echo "pgo-build: $*" >&2; }
+case "${PGO_TRAINING:-corpus}" in
+    corpus | generated) ;;
+    *) log "PGO_TRAINING must be corpus or generated, not '$PGO_TRAINING'"; exit 2 ;;
+esac
 
 host="$(rustc -vV | sed -n 's/^host: //p')"
 profdata="$(rustc --print sysroot)/lib/rustlib/$host/bin/llvm-profdata"
@@ -58,10 +62,6 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 export LLVM_PROFILE_FILE="$profiles/weft-%p-%m.profraw"
 
-case "${PGO_TRAINING:-corpus}" in
-    corpus | generated) ;;
-    *) log "PGO_TRAINING must be corpus or generated, not '$PGO_TRAINING'"; exit 2 ;;
-esac
 if [[ "${PGO_TRAINING:-corpus}" == generated ]]; then
     log "training on generated models (300 hosts)"
     python3 "$root/benches/gen_model.py" --hosts 300 --flavor pure "$work/pure" >/dev/null
