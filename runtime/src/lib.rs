@@ -93,15 +93,6 @@ pub fn run(executable: &Executable, options: &Options) -> (Outcome, Option<expor
         data_dir: options.data_dir.clone(),
     };
     let mut machine = Machine::new(program.clone(), executable.code.clone(), Box::new(host));
-    // Evaluation runs on one thread; with a second core (`--jobs` above 1), other threads take
-    // the page faults of its largest tables.
-    // Plain threads rather than rayon's: the jobs block between chunks and would hold a worker.
-    if rayon::current_num_threads() > 1 {
-        for job in machine.prefault_jobs() {
-            // Without the thread the table allocates its chunks itself, as it does by default.
-            let _ = std::thread::Builder::new().name("weft-prefault".into()).spawn(job);
-        }
-    }
     let result =
         scheduler::run(&mut machine, options.max_iterations.unwrap_or(MAX_ITERATIONS), options.memory_limit.as_ref());
     let mut outcome =

@@ -1,69 +1,79 @@
-//! `Table<T>`: the evaluator's append-only tables (cells, tasks, scopes), stored in fixed-size
-//! chunks.
+//! `Table<T>`: the evaluator's append-only tables (cells, tasks, scopes, instances, ...), each
+//! one array that never moves.
 //!
-//! A `Vec` that grows by doubling copies all its elements at every growth and, for the moment
-//! of the copy, holds the old and the new buffer at once: with 1.8 million 100-byte cells that
-//! is a 200 MB copy and a transient of several hundred megabytes of peak memory. A chunked
-//! table never moves an element and grows by one chunk at a time, so its peak is its size.
+//! A table reserves a large range of addresses when it gets its first element and makes the
+//! memory usable (commits it) at its end as it grows, so that its elements stay where they
+//! are and an index is an offset from one base pointer. Two other layouts were measured
+//! before this one:
+//!
+//! * A `Vec` that grows by doubling copies all its elements at every growth and, for the
+//!   moment of the copy, holds the old and the new buffer at once: with 1.8 million 100-byte
+//!   cells that is a 200 MB copy and a transient of several hundred megabytes of peak memory.
+//! * Fixed-size chunks behind a chunk directory never move an element either, but every
+//!   access then reads the directory first: a dependent load and a few instructions more on
+//!   every cell, task slot and scope the evaluator touches, 7.7% of the evaluation's
+//!   instructions on hosts500 (`benches/README.md`, twenty-first round).
+//!
+//! Reserving addresses costs no memory: the range is mapped without access, which the kernel
+//! neither backs nor counts against the commit limit, and only the committed part at the
+//! front becomes readable and writable (and only the pages the table touches become
+//! resident). A 64-bit process has address space for thousands of such reservations. Where a
+//! reservation cannot be had (an address-space limit, a platform without `mmap`), the table
+//! takes a smaller one and, if it outgrows it, moves to a larger one as a `Vec` would.
+//!
+//! The page faults of a growing table (the kernel zeroing fresh pages) happen on the
+//! evaluator's thread. Earlier layouts had a second thread fault in the next chunk ahead of
+//! time; with this one, a thread that had the kernel populate the committed memory ahead made
+//! the evaluation slower (the twenty-first round), so there is none.
 
+use std::marker::PhantomData;
 use std::ops::{Index, IndexMut};
-use std::sync::Mutex;
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::ptr::NonNull;
 
-/// Elements per chunk: 2^14, so that a chunk of the largest element type (about 100 bytes) is
-/// under 2 MB and the chunk directory of a million-instance model stays small.
-const CHUNK_BITS: u32 = 14;
-const CHUNK_LEN: usize = 1 << CHUNK_BITS;
-const CHUNK_MASK: usize = CHUNK_LEN - 1;
+/// The granularity of commits: a multiple of every page size in use (4 KiB, 16 KiB, 64 KiB).
+const GRANULE: usize = 64 << 10;
+
+/// How much a table reserves at first: far more than any table of a model that fits in memory
+/// needs (a cell table of 64 GiB would hold two billion cells). Halved until the system grants
+/// it. Without `mmap` a reservation is memory, and a table starts small and doubles.
+#[cfg(all(unix, target_pointer_width = "64"))]
+const FIRST_RESERVATION: usize = 64 << 30;
+#[cfg(all(unix, not(target_pointer_width = "64")))]
+const FIRST_RESERVATION: usize = 64 << 20;
+#[cfg(not(unix))]
+const FIRST_RESERVATION: usize = 1 << 20;
+
+/// How much a growing table commits at a time, at most: enough that commits are rare, little
+/// enough that a table commits (and, under strict overcommit, is charged for) at most this
+/// much beyond what it uses.
+const MAX_COMMIT_STEP: usize = 16 << 20;
 
 pub struct Table<T> {
-    chunks: Vec<Vec<T>>,
+    /// The first element; dangling (but aligned) until the table has its reservation.
+    base: NonNull<T>,
     len: usize,
-    /// Empty chunks whose memory another thread already touched, when prefaulting is on. In
-    /// a mutex only so that a table can be shared between threads once it is complete; the
-    /// table reaches it through `&mut self`, without locking.
-    prefaulted: Option<Mutex<Receiver<Vec<T>>>>,
+    /// The committed elements: `push` commits more memory when `len` reaches this.
+    committed: usize,
+    region: region::Region,
+    _owns: PhantomData<T>,
 }
+
+// SAFETY: a table owns its elements as a `Vec` does; the region is plain memory that only the
+// table reaches, so sending or sharing the table sends or shares exactly its elements.
+unsafe impl<T: Send> Send for Table<T> {}
+// SAFETY: as above; `&Table` gives only shared access to the elements.
+unsafe impl<T: Sync> Sync for Table<T> {}
 
 impl<T> Default for Table<T> {
     fn default() -> Self {
-        Table { chunks: Vec::new(), len: 0, prefaulted: None }
-    }
-}
-
-/// Chunks a prefaulting thread keeps ready besides the one it hands over: none, so that a
-/// table has one touched chunk ahead of its last, not two. The chunks ahead are touched and
-/// never used once the table stops growing, and the second one cost 5 MB of the 160 MB peak of
-/// the 93k-instance benchmark. A burst of instances may now fill chunks faster than the thread
-/// prepares them, and the evaluating thread then allocates (and faults in) a chunk itself: an
-/// earlier measurement found about 80 MB of the 1.35 GB of chunks of the million-instance model
-/// allocated so; that model's wall time measured the same with one chunk ahead as with two
-/// (7.5 s).
-const PREFAULTED_CHUNKS: usize = 0;
-
-/// The size of the smallest page: touching one byte per page makes the kernel provide it.
-const PAGE: usize = 4096;
-
-/// Allocates empty chunks and touches each page of their memory, so that the page faults
-/// (the kernel zeroing fresh pages, which on a virtual machine costs as much as the
-/// evaluation itself on large models) happen on the thread running this instead of the
-/// evaluator's. It stops when the table is dropped. A table whose job never runs just
-/// allocates its chunks itself.
-fn prefault_chunks<T>(ready: SyncSender<Vec<T>>) {
-    loop {
-        let mut chunk: Vec<T> = Vec::with_capacity(CHUNK_LEN);
-        let spare = chunk.spare_capacity_mut();
-        let bytes = std::mem::size_of_val(spare);
-        let base = spare.as_mut_ptr().cast::<u8>();
-        for offset in (0..bytes).step_by(PAGE) {
-            // SAFETY: `offset < bytes`, so the write stays inside the chunk's allocation, whose
-            // spare capacity is uninitialised memory owned by `chunk`: writing a byte there is
-            // allowed and no element is created (the length stays 0). The volatile write keeps
-            // the compiler from dropping a store nothing reads.
-            unsafe { base.add(offset).write_volatile(0) };
-        }
-        if ready.send(chunk).is_err() {
-            return;
+        const { assert!(std::mem::size_of::<T>() > 0, "a table of zero-sized elements") };
+        const { assert!(std::mem::align_of::<T>() <= GRANULE, "elements aligned beyond a granule") };
+        Table {
+            base: NonNull::dangling(),
+            len: 0,
+            committed: 0,
+            region: region::Region::EMPTY,
+            _owns: PhantomData,
         }
     }
 }
@@ -71,18 +81,6 @@ fn prefault_chunks<T>(ready: SyncSender<Vec<T>>) {
 impl<T> Table<T> {
     pub fn new() -> Self {
         Self::default()
-    }
-
-    /// Has the table take its next chunks from the returned job, which allocates them and
-    /// touches their memory ahead of time (see [`prefault_chunks`]) when it runs on another
-    /// thread; the caller decides where it runs, and it stops when the table is dropped.
-    pub fn prefault_job(&mut self) -> Box<dyn FnOnce() + Send>
-    where
-        T: Send + 'static,
-    {
-        let (ready, chunks) = sync_channel(PREFAULTED_CHUNKS);
-        self.prefaulted = Some(Mutex::new(chunks));
-        Box::new(move || prefault_chunks(ready))
     }
 
     pub fn len(&self) -> usize {
@@ -97,27 +95,89 @@ impl<T> Table<T> {
     #[inline]
     pub fn push(&mut self, value: T) -> usize {
         let index = self.len;
-        if index & CHUNK_MASK == 0 {
-            self.add_chunk();
+        if index == self.committed {
+            self.grow();
         }
-        // The chunk was created with its full capacity, so this push never reallocates.
-        self.chunks.last_mut().expect("a chunk exists").push(value);
-        self.len += 1;
+        // SAFETY: `grow` made `committed` larger than `index`, so slot `index` is committed
+        // memory of the region, past the initialised elements: writing there creates element
+        // `index`.
+        unsafe { self.base.as_ptr().add(index).write(value) };
+        self.len = index + 1;
         index
     }
 
+    /// Makes room for at least one more element: commits more of the reservation, or moves
+    /// to a larger one.
     #[cold]
-    fn add_chunk(&mut self) {
-        let chunk = self.prefaulted.as_mut().and_then(|ready| ready.get_mut().ok()?.try_recv().ok());
-        self.chunks.push(chunk.unwrap_or_else(|| Vec::with_capacity(CHUNK_LEN)));
+    #[inline(never)]
+    fn grow(&mut self) {
+        let size = std::mem::size_of::<T>();
+        let needed = (self.len + 1) * size;
+        if needed > self.region.reserved() {
+            self.relocate(needed);
+        }
+        let before = self.region.committed();
+        // Commit in steps that grow with the table, so that a big table commits rarely and a
+        // small one takes little.
+        let step = before.clamp(GRANULE, MAX_COMMIT_STEP);
+        let wanted = needed.max(before + step).min(self.region.reserved());
+        if !self.region.commit(wanted) {
+            out_of_memory(wanted);
+        }
+        self.committed = self.region.committed() / size;
+    }
+
+    /// Moves the elements to a reservation of at least `needed` bytes: the first reservation,
+    /// or a larger one for a table that outgrows what it could reserve (twice as large, as a
+    /// `Vec` grows).
+    #[cold]
+    fn relocate(&mut self, needed: usize) {
+        let mut wanted = needed.max(self.region.reserved().saturating_mul(2)).max(FIRST_RESERVATION);
+        let mut region = loop {
+            if let Some(region) = region::Region::reserve(wanted) {
+                break region;
+            }
+            // Refused (an address-space limit, or memory without `mmap`): ask for less.
+            if wanted / 2 < needed.max(GRANULE) {
+                out_of_memory(needed);
+            }
+            wanted /= 2;
+        };
+        let used = self.len * std::mem::size_of::<T>();
+        if !region.commit(used) {
+            out_of_memory(used);
+        }
+        let base = region.base().cast::<T>();
+        // SAFETY: the old region holds `len` initialised elements at `self.base`, the new one
+        // has at least `used` committed bytes at `base`, and two regions never overlap. The
+        // elements move bitwise, which is how Rust moves any value; the old copies are never
+        // dropped, since the old region is unmapped (when it is replaced below) without
+        // running destructors.
+        unsafe { std::ptr::copy_nonoverlapping(self.base.as_ptr(), base, self.len) };
+        self.region = region;
+        self.base = NonNull::new(base).unwrap_or_else(|| out_of_memory(needed));
     }
 
     pub fn get(&self, index: usize) -> Option<&T> {
-        self.chunks.get(index >> CHUNK_BITS)?.get(index & CHUNK_MASK)
+        self.as_slice().get(index)
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &T> + '_ {
-        self.chunks.iter().flat_map(|c| c.iter())
+        self.as_slice().iter()
+    }
+
+    fn as_slice(&self) -> &[T] {
+        // SAFETY: the first `len` elements are initialised and stay in place; `base` is
+        // dangling only when `len` is 0, which a slice allows for an aligned pointer.
+        unsafe { std::slice::from_raw_parts(self.base.as_ptr(), self.len) }
+    }
+}
+
+impl<T> Drop for Table<T> {
+    fn drop(&mut self) {
+        // SAFETY: the first `len` elements are initialised and dropped once, here; the region
+        // (unmapped when `self.region` drops, after this) is not read again.
+        unsafe { std::ptr::drop_in_place(std::ptr::slice_from_raw_parts_mut(self.base.as_ptr(), self.len)) };
     }
 }
 
@@ -127,10 +187,8 @@ impl<T> Index<usize> for Table<T> {
     #[inline]
     fn index(&self, index: usize) -> &T {
         assert!(index < self.len, "index {index} out of a table of {}", self.len);
-        // SAFETY: every chunk before the last is full and the last holds the rest, so an
-        // index below `len` names an existing chunk and an element below that chunk's length.
-        // One check instead of the two of indexing the chunk list and then the chunk.
-        unsafe { self.chunks.get_unchecked(index >> CHUNK_BITS).get_unchecked(index & CHUNK_MASK) }
+        // SAFETY: `index < len`, and the first `len` elements are initialised.
+        unsafe { &*self.base.as_ptr().add(index) }
     }
 }
 
@@ -138,9 +196,151 @@ impl<T> IndexMut<usize> for Table<T> {
     #[inline]
     fn index_mut(&mut self, index: usize) -> &mut T {
         assert!(index < self.len, "index {index} out of a table of {}", self.len);
-        // SAFETY: as in `index`.
-        unsafe { self.chunks.get_unchecked_mut(index >> CHUNK_BITS).get_unchecked_mut(index & CHUNK_MASK) }
+        // SAFETY: as in `index`; `&mut self` makes the access exclusive.
+        unsafe { &mut *self.base.as_ptr().add(index) }
     }
+}
+
+/// Ends the process as a failed allocation does: the system refused memory for a table.
+#[cold]
+fn out_of_memory(bytes: usize) -> ! {
+    std::alloc::handle_alloc_error(
+        std::alloc::Layout::from_size_align(bytes.max(1), GRANULE).unwrap_or(std::alloc::Layout::new::<u64>()),
+    )
+}
+
+#[cfg(unix)]
+mod region {
+    use super::GRANULE;
+
+    /// A range of reserved addresses whose first `committed` bytes are readable and writable.
+    pub(super) struct Region {
+        base: *mut u8,
+        reserved: usize,
+        committed: usize,
+    }
+
+    impl Region {
+        pub(super) const EMPTY: Region = Region { base: std::ptr::null_mut(), reserved: 0, committed: 0 };
+
+        /// Reserves `bytes` (rounded up to a granule) of addresses, none of them usable yet.
+        pub(super) fn reserve(bytes: usize) -> Option<Region> {
+            let bytes = bytes.checked_next_multiple_of(GRANULE)?;
+            // SAFETY: an anonymous private mapping at an address of the kernel's choice
+            // touches no existing memory; the result is checked before use.
+            let base = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    bytes,
+                    libc::PROT_NONE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                    -1,
+                    0,
+                )
+            };
+            if base == libc::MAP_FAILED || base.is_null() {
+                return None;
+            }
+            Some(Region { base: base.cast(), reserved: bytes, committed: 0 })
+        }
+
+        pub(super) fn base(&self) -> *mut u8 {
+            self.base
+        }
+
+        pub(super) fn reserved(&self) -> usize {
+            self.reserved
+        }
+
+        pub(super) fn committed(&self) -> usize {
+            self.committed
+        }
+
+        /// Makes at least the first `bytes` usable (rounded up to a granule, within the
+        /// reservation). False when the system refuses.
+        pub(super) fn commit(&mut self, bytes: usize) -> bool {
+            let Some(bytes) = bytes.checked_next_multiple_of(GRANULE) else { return false };
+            let bytes = bytes.min(self.reserved);
+            if bytes <= self.committed {
+                return true;
+            }
+            // SAFETY: `[committed, bytes)` lies inside the reservation, which this region
+            // owns, and is granule-aligned, so page-aligned; nothing in it is in use.
+            let status = unsafe {
+                libc::mprotect(
+                    self.base.add(self.committed).cast(),
+                    bytes - self.committed,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                )
+            };
+            if status != 0 {
+                return false;
+            }
+            self.committed = bytes;
+            true
+        }
+    }
+
+    impl Drop for Region {
+        fn drop(&mut self) {
+            if self.reserved > 0 {
+                // SAFETY: the range is this region's own mapping, unmapped once; its owner
+                // dropped the elements in it before.
+                unsafe { libc::munmap(self.base.cast(), self.reserved) };
+            }
+        }
+    }
+}
+
+/// Without `mmap`: a region is an ordinary allocation, committed whole, and a table that
+/// outgrows it moves (see `Table::relocate`), as a `Vec` does.
+#[cfg(not(unix))]
+mod region {
+    use super::GRANULE;
+    use std::alloc::Layout;
+
+    pub(super) struct Region {
+        base: *mut u8,
+        reserved: usize,
+    }
+
+    impl Region {
+        pub(super) const EMPTY: Region = Region { base: std::ptr::null_mut(), reserved: 0 };
+
+        pub(super) fn reserve(bytes: usize) -> Option<Region> {
+            let bytes = bytes.checked_next_multiple_of(GRANULE)?;
+            let layout = Layout::from_size_align(bytes, GRANULE).ok()?;
+            // SAFETY: the layout has a non-zero size.
+            let base = unsafe { std::alloc::alloc(layout) };
+            (!base.is_null()).then_some(Region { base, reserved: bytes })
+        }
+
+        pub(super) fn base(&self) -> *mut u8 {
+            self.base
+        }
+
+        pub(super) fn reserved(&self) -> usize {
+            self.reserved
+        }
+
+        pub(super) fn committed(&self) -> usize {
+            self.reserved
+        }
+
+        pub(super) fn commit(&mut self, bytes: usize) -> bool {
+            bytes <= self.reserved
+        }
+    }
+
+    impl Drop for Region {
+        fn drop(&mut self) {
+            if self.reserved > 0 {
+                // SAFETY: allocated in `reserve` with this layout, freed once.
+                unsafe { std::alloc::dealloc(self.base, Layout::from_size_align_unchecked(self.reserved, GRANULE)) };
+            }
+        }
+    }
+
 }
 
 #[cfg(test)]
@@ -148,23 +348,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn indices_survive_growth_across_chunks() {
+    fn indices_survive_growth() {
         let mut table = Table::new();
-        for i in 0..(CHUNK_LEN * 2 + 7) {
+        let count = 3 * MAX_COMMIT_STEP / std::mem::size_of::<usize>() + 7;
+        for i in 0..count {
             assert_eq!(table.push(i), i);
         }
-        assert_eq!(table.len(), CHUNK_LEN * 2 + 7);
-        assert_eq!(table[CHUNK_LEN - 1], CHUNK_LEN - 1);
-        assert_eq!(table[CHUNK_LEN], CHUNK_LEN);
-        assert_eq!(table[CHUNK_LEN * 2 + 6], CHUNK_LEN * 2 + 6);
-        assert!(table.get(CHUNK_LEN * 2 + 7).is_none());
+        assert_eq!(table.len(), count);
+        assert_eq!(table[count - 1], count - 1);
+        assert!(table.get(count).is_none());
         table[3] = 42;
         assert_eq!(table.iter().nth(3), Some(&42));
         assert_eq!(table.iter().count(), table.len());
     }
 
-    /// An index past the end panics, as a slice's does, even inside the last chunk's
-    /// capacity.
+    /// An index past the end panics, as a slice's does, even inside the committed memory.
     #[test]
     #[should_panic(expected = "out of a table")]
     fn an_index_past_the_end_panics() {
@@ -173,14 +371,40 @@ mod tests {
         let _ = table[1];
     }
 
+    /// Elements that own memory are dropped with the table, once.
     #[test]
-    fn prefaulted_chunks_hold_the_same_elements() {
+    fn elements_are_dropped() {
+        let shared = std::sync::Arc::new(());
         let mut table = Table::new();
-        let job = table.prefault_job();
-        std::thread::spawn(job);
-        for i in 0..(CHUNK_LEN * 3 + 5) {
-            assert_eq!(table.push(i as u64), i);
+        for _ in 0..100_000 {
+            table.push(shared.clone());
         }
-        assert!(table.iter().copied().eq(0..(CHUNK_LEN * 3 + 5) as u64));
+        assert_eq!(std::sync::Arc::strong_count(&shared), 100_001);
+        drop(table);
+        assert_eq!(std::sync::Arc::strong_count(&shared), 1);
+    }
+
+    /// A table that outgrows its reservation moves and keeps its elements.
+    #[test]
+    fn a_table_moves_when_it_outgrows_its_reservation() {
+        let mut table: Table<String> = Table::new();
+        table.push("first".to_string());
+        table.region = {
+            // A reservation of one granule, as if the system had granted no more.
+            let mut small = region::Region::reserve(GRANULE).expect("a granule of addresses");
+            assert!(small.commit(GRANULE));
+            // SAFETY: the one element moves bitwise to the small region, and the old
+            // region is then unmapped without dropping it.
+            unsafe { std::ptr::copy_nonoverlapping(table.base.as_ptr(), small.base().cast::<String>(), 1) };
+            table.base = NonNull::new(small.base().cast()).expect("a mapped region");
+            small
+        };
+        table.committed = table.region.committed() / std::mem::size_of::<String>();
+        let count = 10 * GRANULE / std::mem::size_of::<String>();
+        for i in 1..count {
+            table.push(i.to_string());
+        }
+        assert_eq!(table[0], "first");
+        assert!((1..count).all(|i| table[i] == i.to_string()));
     }
 }

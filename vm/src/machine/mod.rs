@@ -998,27 +998,15 @@ impl Machine {
         }
     }
 
-    /// Jobs that prepare the memory of the cell and task tables ahead of time (see
-    /// [`Table::prefault_job`]), for the caller to run on threads of its own when a core is
-    /// free; the machine creates no threads.
-    pub fn prefault_jobs(&mut self) -> Vec<Box<dyn FnOnce() + Send>> {
-        vec![
-            self.cells.prefault_job(),
-            self.exts.prefault_job(),
-            self.waiters.prefault_job(),
-            self.scopes.prefault_job(),
-            self.instances.prefault_job(),
-        ]
-    }
-
     /// Frees what only evaluating needs, once the evaluation finished: the task slots and
     /// their wait lists, the scopes, the gradual listeners, the promises and the queues. What
     /// stays (instances, cells, locations, the program and the indexes) is what reading the
     /// model needs. The machine must not evaluate afterwards.
     ///
-    /// The export allocates its resources next, and memory freed here is what those
-    /// allocations reuse instead of fresh pages, each a page fault: on the 93k-instance
-    /// resources benchmark, about 45 MB (the task slots alone are 32 MB).
+    /// The export allocates its resources next. The tables freed here (the task slots alone
+    /// are 32 MB on the 93k-instance resources benchmark) go back to the system, since a
+    /// table's reservation is unmapped, which lowers the export's peak; the queues and maps go
+    /// back to the allocator, whose pages the export's allocations reuse.
     pub fn shed_evaluation_state(&mut self) {
         self.waiters = Table::new();
         self.free_waiter = NONE;
