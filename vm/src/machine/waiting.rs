@@ -548,6 +548,27 @@ impl Machine {
         self.locations.get(self.cells[cell as usize].location_index())
     }
 
+    /// Asks the processor to start loading a cell that the caller will look at soon: the
+    /// scheduler's freeze decisions walk long lists of cells spread over the whole table.
+    #[inline]
+    pub fn prefetch_cell(&self, cell: CellId) {
+        if let Some(c) = self.cells.get(cell as usize) {
+            prefetch(c);
+        }
+    }
+
+    /// The second stage of [`Self::prefetch_cell`], a few places later, once the cell is in
+    /// the cache: its extension, which the freeze decisions read too (waiter counts,
+    /// promises, listeners).
+    #[inline]
+    pub fn prefetch_cell_extension(&self, cell: CellId) {
+        if let Some(ext) = self.cells.get(cell as usize).and_then(Cell::ext_index)
+            && let Some(x) = self.exts.get(ext)
+        {
+            prefetch(x);
+        }
+    }
+
     pub fn has_value(&self, cell: CellId) -> bool {
         self.cells[cell as usize].has_value()
     }
