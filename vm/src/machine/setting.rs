@@ -26,6 +26,7 @@ impl Machine {
                     }
                     return Ok(());
                 }
+                self.prefetch_first_waiter(cell);
                 if !matches!(value, Value::Unknown) {
                     self.validate_cell(cell, &value)?;
                 }

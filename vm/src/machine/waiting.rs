@@ -488,27 +488,61 @@ impl Machine {
                     prefetch(&self.cells[cell as usize]);
                 }
                 // The cell the task will set.
-                if let Some(
-                    Body::Exec { target: cell, .. }
-                    | Body::Lazy { target: cell, .. }
-                    | Body::Lookup { target: cell, .. }
-                    | Body::Cond { result: cell, .. }
-                    | Body::Call { result: cell, .. },
-                ) = &task.body
-                {
-                    prefetch(&self.cells[*cell as usize]);
+                if let Some(cell) = Self::target_cell(task) {
+                    prefetch(&self.cells[cell as usize]);
                 }
             }
             0 => {
-                for &(_, cell) in self.waiters[task as usize].requires.iter() {
+                let task = &self.waiters[task as usize];
+                for &(_, cell) in task.requires.iter() {
                     // A clone of a shared value writes its reference count, which is at the
                     // address the payload holds.
                     if let Some(shared) = self.cells[cell as usize].shared_value_address() {
                         prefetch(shared);
                     }
                 }
+                // The last node of the target cell's waiter list, which setting the cell
+                // reads to wake its waiters (see `prefetch_first_waiter`).
+                if let Some(cell) = Self::target_cell(task)
+                    && let Some(node) = self.wait_nodes.nodes.get(self.cells[cell as usize].waiters.tail as usize)
+                {
+                    prefetch(node);
+                }
             }
             _ => {}
+        }
+    }
+
+    /// The cell a task sets, if it sets one.
+    #[inline(always)]
+    fn target_cell(task: &Waiter) -> Option<CellId> {
+        match &task.body {
+            Some(
+                Body::Exec { target: cell, .. }
+                | Body::Lazy { target: cell, .. }
+                | Body::Lookup { target: cell, .. }
+                | Body::Cond { result: cell, .. }
+                | Body::Call { result: cell, .. },
+            ) => Some(*cell),
+            _ => None,
+        }
+    }
+
+    /// Has the processor load the task slot of a cell's first waiter, which setting the cell
+    /// wakes (a write to the slot's wait count), while the set runs its type check: the slots
+    /// of waiting tasks are spread over the whole task table. The wait node it reads was
+    /// prefetched with the task that sets the cell.
+    #[inline]
+    pub(super) fn prefetch_first_waiter(&self, cell: CellId) {
+        let tail = self.cells[cell as usize].waiters.tail;
+        if tail == NONE {
+            return;
+        }
+        if let Some(&(_, first)) = self.wait_nodes.nodes.get(tail as usize)
+            && let Some(&(waiter, _)) = self.wait_nodes.nodes.get(first as usize)
+            && let Some(slot) = self.waiters.get(waiter as usize)
+        {
+            prefetch(slot);
         }
     }
 
