@@ -10,6 +10,7 @@
 //! keeps touching the same memory.
 
 use std::collections::VecDeque;
+use std::ptr::NonNull;
 
 /// Elements per block: a power of two, so that a position splits into block and offset with a
 /// shift and a mask, and fixed, so that indexing a block needs no bounds check. The evaluator's
@@ -20,7 +21,11 @@ const BLOCK_MASK: usize = BLOCK_LEN - 1;
 /// Emptied blocks kept for reuse; more are returned to the allocator.
 const SPARE_BLOCKS: usize = 8;
 
-type Block<T> = Box<[T; BLOCK_LEN]>;
+/// A block, owned through a raw pointer (made by `Box::into_raw`, freed by `Box::from_raw` in
+/// `Drop`) rather than a `Box`, so that the pointers `Fifo` caches into it stay valid when the
+/// block moves between the queue's containers: moving a `Box` would assert that it is the
+/// only way to its memory.
+type Block<T> = NonNull<[T; BLOCK_LEN]>;
 
 pub struct Fifo<T: Copy> {
     /// The blocks holding positions `head` (rounded down to a block) to `tail`.
@@ -29,12 +34,40 @@ pub struct Fifo<T: Copy> {
     /// to `tail`, and `tail & BLOCK_MASK` is the offset in the last block.
     head: usize,
     tail: usize,
+    /// The first element of the front block and of the back block (dangling while there is
+    /// none), so that a push or a pop reaches its block without going through `blocks`: the
+    /// run queue takes a push and a pop per task.
+    front: NonNull<T>,
+    back: NonNull<T>,
     spare: Vec<Block<T>>,
 }
 
+// SAFETY: a queue owns its blocks and their elements as a `VecDeque<Box<[T; N]>>` would; the
+// raw pointers only point into those blocks.
+unsafe impl<T: Copy + Send> Send for Fifo<T> {}
+// SAFETY: as above; `&Fifo` only reads the elements.
+unsafe impl<T: Copy + Sync> Sync for Fifo<T> {}
+
 impl<T: Copy> Default for Fifo<T> {
     fn default() -> Self {
-        Fifo { blocks: VecDeque::new(), head: 0, tail: 0, spare: Vec::new() }
+        Fifo {
+            blocks: VecDeque::new(),
+            head: 0,
+            tail: 0,
+            front: NonNull::dangling(),
+            back: NonNull::dangling(),
+            spare: Vec::new(),
+        }
+    }
+}
+
+impl<T: Copy> Drop for Fifo<T> {
+    fn drop(&mut self) {
+        for block in self.blocks.drain(..).chain(self.spare.drain(..)) {
+            // SAFETY: every block was made by `Box::into_raw` in `new_block` and is in exactly
+            // one of the two containers, so it is freed once; `T: Copy` needs no drop.
+            drop(unsafe { Box::from_raw(block.as_ptr()) });
+        }
     }
 }
 
@@ -59,8 +92,9 @@ impl<T: Copy> Fifo<T> {
         if offset == 0 {
             self.new_block(value);
         }
-        let block = self.blocks.back_mut().expect("the block of the tail position exists");
-        block[offset] = value;
+        // SAFETY: `back` is the first element of the last block (`new_block` made one when
+        // the previous one was full) and `offset < BLOCK_LEN`.
+        unsafe { self.back.as_ptr().add(offset).write(value) };
         self.tail += 1;
     }
 
@@ -69,8 +103,17 @@ impl<T: Copy> Fifo<T> {
     #[cold]
     fn new_block(&mut self, value: T) {
         let block = self.spare.pop().unwrap_or_else(|| {
-            vec![value; BLOCK_LEN].into_boxed_slice().try_into().unwrap_or_else(|_| unreachable!("BLOCK_LEN elements"))
+            // Built on the heap: an array of this size on the stack could be up to 96 KiB.
+            let boxed: Box<[T; BLOCK_LEN]> = vec![value; BLOCK_LEN]
+                .into_boxed_slice()
+                .try_into()
+                .unwrap_or_else(|_| unreachable!("BLOCK_LEN elements"));
+            NonNull::from(Box::leak(boxed))
         });
+        self.back = block.cast();
+        if self.blocks.is_empty() {
+            self.front = self.back;
+        }
         self.blocks.push_back(block);
     }
 
@@ -79,7 +122,9 @@ impl<T: Copy> Fifo<T> {
         if self.head == self.tail {
             return None;
         }
-        let value = self.blocks.front().expect("the block of the head position exists")[self.head & BLOCK_MASK];
+        // SAFETY: the queue is not empty, so `front` is the first element of the block
+        // holding position `head`, at offset `head & BLOCK_MASK`, which was written.
+        let value = unsafe { self.front.as_ptr().add(self.head & BLOCK_MASK).read() };
         self.head += 1;
         // The front block was read to its end: it serves the back again. (A block that is
         // also the last one is empty now, and the next push starts a block.)
@@ -92,8 +137,12 @@ impl<T: Copy> Fifo<T> {
     #[cold]
     fn retire_front_block(&mut self) {
         let block = self.blocks.pop_front().expect("the front block exists");
+        self.front = self.blocks.front().map_or(NonNull::dangling(), |b| b.cast());
         if self.spare.len() < SPARE_BLOCKS {
             self.spare.push(block);
+        } else {
+            // SAFETY: made by `Box::into_raw` in `new_block`, and out of both containers now.
+            drop(unsafe { Box::from_raw(block.as_ptr()) });
         }
     }
 
@@ -105,20 +154,23 @@ impl<T: Copy> Fifo<T> {
         }
         let position = self.head + index;
         let block = (position / BLOCK_LEN) - (self.head / BLOCK_LEN);
-        Some(&self.blocks[block][position & BLOCK_MASK])
+        // SAFETY: `position` is below `tail`, so its block is in `blocks` and the element at
+        // its offset was written; the block lives as long as `&self` keeps the queue.
+        Some(unsafe { &(*self.blocks[block].as_ptr())[position & BLOCK_MASK] })
     }
 
     /// The entries of the front block from the front on: nearly always the first entries of
     /// the queue, and at worst fewer of them, for looking ahead without computing positions.
     #[inline]
     pub fn front_block(&self) -> &[T] {
-        match self.blocks.front() {
-            Some(block) => {
-                let offset = self.head & BLOCK_MASK;
-                &block[offset..(offset + self.len()).min(BLOCK_LEN)]
-            }
-            None => &[],
+        if self.is_empty() {
+            return &[];
         }
+        let offset = self.head & BLOCK_MASK;
+        let len = self.len().min(BLOCK_LEN - offset);
+        // SAFETY: the queue is not empty, so `front` is the first element of the front block;
+        // its positions from `offset` on, `len` of them and all below `tail`, were written.
+        unsafe { std::slice::from_raw_parts(self.front.as_ptr().add(offset), len) }
     }
 
     #[inline]
