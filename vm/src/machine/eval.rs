@@ -26,6 +26,27 @@ impl Machine {
         self.eval_operator(expr, values, scope)
     }
 
+    /// The key under which `eval` reads the value of an expression that is only a read of a
+    /// requirement (a variable, an attribute, and the operators a sub-task computes), `None`
+    /// for the others. With a set of values that holds only that key, `eval` returns the
+    /// key's value: a constant is not such an expression, and no collector key is in the set.
+    #[inline]
+    pub(super) fn passthrough_key(&self, expr: ExprId) -> Option<Key> {
+        match self.code().expr(expr).kind {
+            Op::Var(name) => Some(Self::var_key(expr, name)),
+            Op::Attr { .. }
+            | Op::And { .. }
+            | Op::Or { .. }
+            | Op::Cond { .. }
+            | Op::Call { .. }
+            | Op::IndexLookup { .. }
+            | Op::SelectorLookup { .. }
+            | Op::ListComp { .. }
+            | Op::IsDefined { .. } => Some(Key::Expr(expr)),
+            _ => None,
+        }
+    }
+
     /// [`Self::eval`] of any expression but a constant.
     fn eval_operator(&mut self, expr: ExprId, values: &Values, scope: ScopeId) -> R<Value> {
         let c = self.code();

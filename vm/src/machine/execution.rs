@@ -107,6 +107,16 @@ impl Machine {
         match *body {
             Body::Exec { target, promise, what, scope, attr } => {
                 let result = (|| -> R<()> {
+                    // An expression whose value is its one requirement's (`self`, `x`,
+                    // `a.b`, a call's result) passes the value on: what `eval` returns from a
+                    // set of values holding just that one, without making the set.
+                    if let Exec::Expr(e) = what
+                        && let [(key, cell)] = requires.as_slice()
+                        && self.passthrough_key(e) == Some(*key)
+                    {
+                        let value = self.get_value(*cell)?;
+                        return self.store_result(target, value, c.location(e), promise);
+                    }
                     let mut values = Values(SmallVec::new());
                     self.values_into(requires, &mut values)?;
                     let (value, location) = match what {
