@@ -115,3 +115,31 @@ fn a_malformed_limit_is_refused_before_anything_runs() {
         assert!(run.stdout.is_empty());
     }
 }
+
+/// Under a limit on the address space (`ulimit -v`, which some hosts and CI runners set), the
+/// evaluator's tables reserve a share of it rather than the tens of gigabytes of addresses they
+/// take without one, so that the allocator still finds room: a model compiles as without it.
+#[test]
+fn a_model_compiles_under_a_limit_on_the_address_space() {
+    if !Path::new("/bin/sh").exists() {
+        return;
+    }
+    let scratch = Scratch::new("limits", "address-space");
+    // Enough instances that the index and the allocator need memory after the tables have
+    // their reservations: with a reservation of 64 GiB attempted per table, the tables took
+    // the whole address space and the process aborted on the next large allocation.
+    scratch.write("project/main.cf", &SMALL.replace("std::sequence(1000)", "std::sequence(20000)"));
+    // `ulimit -v` is in KiB: 3 GiB, far above what the model needs, far below what eight
+    // unlimited reservations take.
+    let output = Command::new("/bin/sh")
+        .arg("-c")
+        .arg(r#"ulimit -v 3145728 && exec "$0" compile "$1""#)
+        .arg(env!("CARGO_BIN_EXE_weft"))
+        .arg(scratch.path("project"))
+        .env_remove("VIRTUAL_ENV")
+        .output()
+        .expect("sh runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "stderr: {stderr}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "5\n");
+}

@@ -35,13 +35,19 @@ const GRANULE: usize = 64 << 10;
 
 /// How much a table reserves at first: far more than any table of a model that fits in memory
 /// needs (a cell table of 64 GiB would hold two billion cells). Halved until the system grants
-/// it. Without `mmap` a reservation is memory, and a table starts small and doubles.
+/// it, and smaller under a limit on the address space (see `region::first_reservation`).
+/// Without `mmap` a reservation is memory, and a table starts small and doubles.
 #[cfg(all(unix, target_pointer_width = "64"))]
 const FIRST_RESERVATION: usize = 64 << 30;
 #[cfg(all(unix, not(target_pointer_width = "64")))]
 const FIRST_RESERVATION: usize = 64 << 20;
 #[cfg(not(unix))]
 const FIRST_RESERVATION: usize = 1 << 20;
+
+/// Under a limit on the address space (`ulimit -v`), the share of it a table reserves at
+/// first: a machine has eight tables, and the allocator and the program need most of the
+/// rest. A table that outgrows it moves to a reservation twice as large.
+const SHARE_OF_ADDRESS_LIMIT: usize = 64;
 
 /// How much a growing table commits at a time, at most: enough that commits are rare, little
 /// enough that a table commits (and, under strict overcommit, is charged for) at most this
@@ -132,7 +138,7 @@ impl<T> Table<T> {
     /// `Vec` grows).
     #[cold]
     fn relocate(&mut self, needed: usize) {
-        let mut wanted = needed.max(self.region.reserved().saturating_mul(2)).max(FIRST_RESERVATION);
+        let mut wanted = needed.max(self.region.reserved().saturating_mul(2)).max(region::first_reservation());
         let mut region = loop {
             if let Some(region) = region::Region::reserve(wanted) {
                 break region;
@@ -211,13 +217,29 @@ fn out_of_memory(bytes: usize) -> ! {
 
 #[cfg(unix)]
 mod region {
-    use super::GRANULE;
+    use super::{FIRST_RESERVATION, GRANULE, SHARE_OF_ADDRESS_LIMIT};
 
     /// A range of reserved addresses whose first `committed` bytes are readable and writable.
     pub(super) struct Region {
         base: *mut u8,
         reserved: usize,
         committed: usize,
+    }
+
+    /// [`FIRST_RESERVATION`], or a share of the address-space limit when there is one: taking
+    /// 64 GiB per table under `ulimit -v` would leave the allocator nothing. Read once.
+    pub(super) fn first_reservation() -> usize {
+        static FIRST: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+        *FIRST.get_or_init(|| {
+            let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+            // SAFETY: `getrlimit` writes one `rlimit` through the pointer, which points to one.
+            let status = unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut limit) };
+            if status != 0 || limit.rlim_cur == libc::RLIM_INFINITY {
+                return FIRST_RESERVATION;
+            }
+            let share = usize::try_from(limit.rlim_cur).unwrap_or(usize::MAX) / SHARE_OF_ADDRESS_LIMIT;
+            share.clamp(GRANULE, FIRST_RESERVATION) / GRANULE * GRANULE
+        })
     }
 
     impl Region {
@@ -296,8 +318,12 @@ mod region {
 /// outgrows it moves (see `Table::relocate`), as a `Vec` does.
 #[cfg(not(unix))]
 mod region {
-    use super::GRANULE;
+    use super::{FIRST_RESERVATION, GRANULE};
     use std::alloc::Layout;
+
+    pub(super) fn first_reservation() -> usize {
+        FIRST_RESERVATION
+    }
 
     pub(super) struct Region {
         base: *mut u8,
