@@ -47,6 +47,31 @@ impl Machine {
         }
     }
 
+    /// [`Self::eval`] for an operand that the caller only reads: a constant, a variable or an
+    /// attribute read is lent from the code or the set of values instead of cloned (for a
+    /// string, a list or a dict, a clone and a drop are two atomic updates of a shared count).
+    /// Anything else, and a value a gradual listener collects, is evaluated as `eval` does.
+    #[inline]
+    fn eval_borrowed<'v>(
+        &mut self,
+        expr: ExprId,
+        values: &'v Values,
+        code: &'v Code,
+        scope: ScopeId,
+    ) -> R<Cow<'v, Value>> {
+        if !values.has_collector(expr) {
+            if let Some(v) = code.constant(expr) {
+                return Ok(Cow::Borrowed(v));
+            }
+            if let Some(key) = self.passthrough_key(expr)
+                && let Some(v) = values.get(&key)
+            {
+                return Ok(Cow::Borrowed(v));
+            }
+        }
+        self.eval(expr, values, scope).map(Cow::Owned)
+    }
+
     /// [`Self::eval`] of any expression but a constant.
     fn eval_operator(&mut self, expr: ExprId, values: &Values, scope: ScopeId) -> R<Value> {
         let c = self.code();
@@ -65,17 +90,17 @@ impl Machine {
             | Op::ListComp { .. }
             | Op::IsDefined { .. } => values.get(&Key::Expr(expr)).cloned().unwrap_or(Value::NULL),
             Op::Subscript { map, key } => {
-                let m = self.eval(*map, values, scope)?;
-                let k = self.eval(*key, values, scope)?;
-                self.subscript(m, k).map_err(|e| e.at(location))?
+                let m = self.eval_borrowed(*map, values, &c, scope)?;
+                let k = self.eval_borrowed(*key, values, &c, scope)?;
+                self.subscript(&m, &k).map_err(|e| e.at(location))?
             }
             Op::Not(a) => {
                 let v = self.eval(*a, values, scope)?;
                 self.negate(v).map_err(|e| e.at(location))?
             }
             Op::Binary { op, lhs, rhs } => {
-                let a = self.eval(*lhs, values, scope)?;
-                let b = self.eval(*rhs, values, scope)?;
+                let a = self.eval_borrowed(*lhs, values, &c, scope)?;
+                let b = self.eval_borrowed(*rhs, values, &c, scope)?;
                 self.binary(*op, &a, &b).map_err(|e| {
                     let e = e.at(location);
                     self.with_operand_labels(e, &[(*lhs, self.operand_type(&a)), (*rhs, self.operand_type(&b))])
@@ -221,21 +246,21 @@ impl Machine {
         }
     }
 
-    pub(super) fn subscript(&self, m: Value, k: Value) -> R<Value> {
+    pub(super) fn subscript(&self, m: &Value, k: &Value) -> R<Value> {
         if matches!(m, Value::Unknown) {
             return Ok(Value::Unknown);
         }
-        let Value::Dict(entries) = &m else {
+        let Value::Dict(entries) = m else {
             return Err(typing(format!(
                 "dict lookup is only possible on dicts, {} is not an object",
-                self.display_value(&m)
+                self.display_value(m)
             )));
         };
         if matches!(k, Value::Unknown) {
             return Ok(Value::Unknown);
         }
-        let Value::Str(key) = &k else {
-            return Err(typing(format!("dict keys must be string, {} is not a string", self.display_value(&k))));
+        let Value::Str(key) = k else {
+            return Err(typing(format!("dict keys must be string, {} is not a string", self.display_value(k))));
         };
         match entries.iter().find(|(x, _)| x == key) {
             Some((_, v)) => Ok(v.clone()),

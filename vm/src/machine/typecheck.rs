@@ -379,7 +379,7 @@ impl Machine {
             Op::Subscript { map, key } => {
                 let m = sub(self, *map)?;
                 let k = sub(self, *key)?;
-                self.subscript(m, k)?
+                self.subscript(&m, &k)?
             }
             Op::Call { callee, args, kwargs, .. } => {
                 let mut a = Vec::new();
