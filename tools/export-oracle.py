@@ -21,7 +21,7 @@ final summary step, where the export command holds the exception it ended with, 
 exception's class. It then writes <case>/expect-export.json:
 
     {"status": "ok" | "error",
-     "error": null | {"kind": <exception class name>,
+     "error": null | {"kind": <exception class name; of the first cause for a MultiException>,
                       "message": <first line of the message, temp path replaced by ".">},
      "warnings": [<WARNING log lines of the reference that mention resources, cleaned, sorted>],
      "resources": [<the exported objects, normalized>]}
@@ -127,6 +127,11 @@ def hooked(self, show_stack_traces):
     elif self.exporter_exception.has_exception():
         exc, stage = self.exporter_exception.exception, "export"
     if exc is not None:
+        # Several end-of-compile errors are one MultiException; it is described by its first
+        # cause, as ../shared/tools/oracle.py describes it and as weft reports the first error.
+        from inmanta.ast import MultiException
+        if isinstance(exc, MultiException) and exc.get_causes():
+            exc = exc.get_causes()[0]
         try:
             message = message_of(exc)
         except Exception as e:  # never lose the result because of the message
