@@ -573,8 +573,10 @@ fn evaluate(project: &ProjectArgs, inputs: &InputArgs, keep_model: bool) -> Resu
         evaluated.loaded = started.elapsed();
         let (outcome, model) = weft_runtime::run(executable, &options);
         print_lines(&outcome.prints)?;
-        // The reference reports one error: the most important one.
-        diagnostics.extend(outcome.errors.iter().take(1).cloned());
+        // A runtime error ends the evaluation alone. The end-of-compile checks report every
+        // error they found, the most important first, as the reference's MultiException does
+        // ("Reported N errors"): a model with several incomplete instances shows them all.
+        diagnostics.extend(outcome.errors.iter().cloned());
         match model {
             Some(model) if keep_model => evaluated.model = Some(model),
             Some(model) => discard(model),
