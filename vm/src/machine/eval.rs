@@ -32,8 +32,16 @@ impl Machine {
     /// key's value: a constant is not such an expression, and no collector key is in the set.
     #[inline]
     pub(super) fn passthrough_key(&self, expr: ExprId) -> Option<Key> {
-        match self.code().expr(expr).kind {
-            Op::Var(name) => Some(Self::var_key(expr, name)),
+        Self::read_key(expr, &self.code().expr(expr).kind)
+    }
+
+    /// [`Self::passthrough_key`] of a decoded instruction, and the one list of these
+    /// operators: `eval_operator` reads every operator that has a key from the set of values.
+    /// Exhaustive, so that a new operator is sorted here.
+    #[inline]
+    fn read_key(expr: ExprId, kind: &Op<'_>) -> Option<Key> {
+        match kind {
+            Op::Var(name) => Some(Self::var_key(expr, *name)),
             Op::Attr { .. }
             | Op::And { .. }
             | Op::Or { .. }
@@ -43,7 +51,15 @@ impl Machine {
             | Op::SelectorLookup { .. }
             | Op::ListComp { .. }
             | Op::IsDefined { .. } => Some(Key::Expr(expr)),
-            _ => None,
+            Op::Const(_)
+            | Op::Subscript { .. }
+            | Op::Not(_)
+            | Op::Binary { .. }
+            | Op::List(_)
+            | Op::Dict(_)
+            | Op::Format { .. }
+            | Op::FString { .. }
+            | Op::Construct(_) => None,
         }
     }
 
@@ -79,16 +95,7 @@ impl Machine {
         let location = e.location;
         let result = match &e.kind {
             Op::Const(v) => (*v).clone(),
-            Op::Var(name) => values.get(&Self::var_key(expr, *name)).cloned().unwrap_or(Value::NULL),
-            Op::Attr { .. }
-            | Op::And { .. }
-            | Op::Or { .. }
-            | Op::Cond { .. }
-            | Op::Call { .. }
-            | Op::IndexLookup { .. }
-            | Op::SelectorLookup { .. }
-            | Op::ListComp { .. }
-            | Op::IsDefined { .. } => values.get(&Key::Expr(expr)).cloned().unwrap_or(Value::NULL),
+            kind if let Some(key) = Self::read_key(expr, kind) => values.get(&key).cloned().unwrap_or(Value::NULL),
             Op::Subscript { map, key } => {
                 let m = self.eval_borrowed(*map, values, &c, scope)?;
                 let k = self.eval_borrowed(*key, values, &c, scope)?;
@@ -184,6 +191,8 @@ impl Machine {
                 }
             }
             Op::Construct(c) => self.construct(*c, values, scope, location)?,
+            // `read_key` has a key for every operator without an arm here (the guarded arm).
+            _ => unreachable!("an operator without a read key has an arm of its own"),
         };
         if let Some(Value::Int(collector)) = values.get(&Key::Collector(expr)) {
             self.receive_flatten(*collector as CollectorId, result.clone(), location)?;
