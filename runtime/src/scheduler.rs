@@ -16,12 +16,12 @@ use crate::memory::{self, Bytes, CHECK_EVERY, MemoryLimit};
 /// The reference's default `INMANTA_MAX_ITERATIONS`.
 pub const MAX_ITERATIONS: usize = 100_000;
 
-/// The reference's `PrioritisedDelayedResultVariableQueue` without precedence rules: relation
-/// cells first, in the order they were queued, then the other delayed cells.
 /// How many cells ahead the scheduler's walks over cells prefetch a cell's extension; they
 /// prefetch the cell itself twice as far ahead.
 const PREFETCH_DISTANCE: usize = 8;
 
+/// The reference's `PrioritisedDelayedResultVariableQueue` without precedence rules: relation
+/// cells first, in the order they were queued, then the other delayed cells.
 #[derive(Default)]
 struct WaitQueue {
     relations: Fifo<CellId>,

@@ -58,7 +58,9 @@ pub struct Table<T> {
     /// The first element; dangling (but aligned) until the table has its reservation.
     base: NonNull<T>,
     len: usize,
-    /// The committed elements: `push` commits more memory when `len` reaches this.
+    /// The committed elements: `push` commits more memory when `len` reaches this. The
+    /// region's committed bytes divided by the element size, kept so that a push compares
+    /// without dividing.
     committed: usize,
     region: region::Region,
     _owns: PhantomData<T>,
