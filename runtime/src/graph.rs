@@ -281,27 +281,46 @@ impl ResourceGraph {
     }
 
     /// [`Self::to_json_text`], written to `out` a batch of resources at a time: the resources
-    /// of a batch are serialized in parallel, and the batch is written before the next one is
-    /// built. Only one batch of text is ever held in memory, not the whole text (40 MB for
-    /// the 93k resources of the largest benchmark, 400 MB for a million): fresh memory costs
-    /// a page fault per 4 KiB, and the next batch reuses the memory the last one freed.
+    /// of a batch are serialized in parallel, and each batch is written while the next one is
+    /// built. Only a few batches of text are ever held in memory, not the whole text (40 MB
+    /// for the 93k resources of the largest benchmark, 400 MB for a million): fresh memory
+    /// costs a page fault per 4 KiB, and the next batches reuse the memory the last ones
+    /// freed.
     pub fn write_json(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
         out.write_all(b"[")?;
-        for (batch, resources) in self.resources.chunks(WRITE_BATCH).enumerate() {
-            let pieces: Vec<Vec<u8>> = resources
-                .par_iter()
-                .map(|resource| {
-                    serde_json::to_vec(&ResourceView { graph: self, resource })
-                        .expect("a resource's JSON has string keys only")
-                })
-                .collect();
-            for (i, piece) in pieces.iter().enumerate() {
-                if batch > 0 || i > 0 {
-                    out.write_all(b",")?;
+        std::thread::scope(|scope| -> std::io::Result<()> {
+            // A thread of its own drives the pool batch after batch, while this one (which
+            // owns `out`) writes: copying a batch into the file would otherwise leave the
+            // pool idle. The channel holds one batch, so the builder is at most two ahead.
+            let (sender, built) = std::sync::mpsc::sync_channel::<Vec<Vec<u8>>>(1);
+            scope.spawn(move || {
+                for resources in self.resources.chunks(WRITE_BATCH) {
+                    let pieces: Vec<Vec<u8>> = resources
+                        .par_iter()
+                        .map(|resource| {
+                            serde_json::to_vec(&ResourceView { graph: self, resource })
+                                .expect("a resource's JSON has string keys only")
+                        })
+                        .collect();
+                    // The writer stops at its first error and drops its end: nothing more
+                    // is needed then.
+                    if sender.send(pieces).is_err() {
+                        break;
+                    }
                 }
-                out.write_all(piece)?;
+            });
+            let mut first = true;
+            for pieces in built {
+                for piece in &pieces {
+                    if !first {
+                        out.write_all(b",")?;
+                    }
+                    first = false;
+                    out.write_all(piece)?;
+                }
             }
-        }
+            Ok(())
+        })?;
         out.write_all(b"]")
     }
 

@@ -227,7 +227,14 @@ pub(crate) fn error_at(kind: ErrorKind, message: String, location: Option<Locati
 }
 
 /// A mapped resource and the file contents it adds to the file store (hash, content).
-type Mapping = (Resource, Vec<(String, Vec<u8>)>);
+/// A mapped resource, with what the sequential part of the export needs of it worked out on
+/// the pool: the hash of its id's text (see `Exporter::by_id`) and the file contents it
+/// ships.
+struct Mapping {
+    resource: Resource,
+    id_hash: u64,
+    files: Vec<(String, Vec<u8>)>,
+}
 
 struct Exporter<'m> {
     model: &'m Model,
@@ -245,15 +252,23 @@ struct Exporter<'m> {
     /// instead of kept for every resource.
     by_id: hashbrown::HashTable<usize>,
     id_hasher: hashbrown::DefaultHashBuilder,
-    id_text: String,
+    /// The hash of each resource's id text, by resource.
+    id_hashes: Vec<u64>,
 }
 
 const NO_RESOURCE: u32 = u32::MAX;
 
+/// The resource made from an instance, in a table of resources by instance
+/// (`Exporter::resource_of`), if it is an exported resource.
+fn resource_index(resource_of: &[u32], instance: u32) -> Option<usize> {
+    resource_of.get(instance as usize).filter(|&&r| r != NO_RESOURCE).map(|&r| r as usize)
+}
+
 /// The hash of the text of a resource id (see `Exporter::by_id`), formatted into `text`, a
 /// buffer reused from id to id. The whole text is hashed at once: hashers do not give the same
 /// hash for the same bytes written in different pieces, and ids of the same text may format
-/// in different pieces.
+/// in different pieces. The hasher's seed is fixed when the exporter is made, so the hash of
+/// an id is the same on every thread.
 fn id_text_hash(hasher: &hashbrown::DefaultHashBuilder, id: &crate::graph::ResourceId, text: &mut String) -> u64 {
     use std::hash::BuildHasher;
     text.clear();
@@ -262,12 +277,9 @@ fn id_text_hash(hasher: &hashbrown::DefaultHashBuilder, id: &crate::graph::Resou
 }
 
 /// How the id table (`Exporter::by_id`, which keeps indices into `resources`) hashes an entry
-/// again when it grows.
-fn rehash_id<'a>(
-    hasher: &'a hashbrown::DefaultHashBuilder,
-    resources: &'a [crate::graph::Resource],
-) -> impl Fn(&usize) -> u64 + 'a {
-    move |&i| id_text_hash(hasher, &resources[i].id, &mut String::new())
+/// again when it grows: from the hashes kept by resource (`Exporter::id_hashes`).
+fn rehash_id(id_hashes: &[u64]) -> impl Fn(&usize) -> u64 + '_ {
+    move |&i| id_hashes[i]
 }
 
 impl<'m> Exporter<'m> {
@@ -281,7 +293,7 @@ impl<'m> Exporter<'m> {
             instance_of: Vec::new(),
             by_id: hashbrown::HashTable::new(),
             id_hasher: hashbrown::DefaultHashBuilder::default(),
-            id_text: String::new(),
+            id_hashes: Vec::new(),
         }
     }
 
@@ -314,17 +326,17 @@ impl<'m> Exporter<'m> {
         // Mapping a resource reads the model and nothing else, so the resources are mapped in
         // parallel on rayon's pool. The outcome is then taken in export order, so the first
         // error is the one a resource-by-resource export meets, whatever the threads.
+        let id_hasher = &self.id_hasher;
         let mapped: Vec<Result<Mapping, Stop>> = work
             .par_iter()
-            .map(|&(ty, order, instance)| Self::map_resource(model, ty, &orders[order], instance))
+            .map(|&(ty, order, instance)| Self::map_resource(model, id_hasher, ty, &orders[order], instance))
             .collect();
         // Sized once: grown by doubling, the vectors would hold the old and the new buffer
         // at once, next to every mapped resource.
         self.graph.resources.reserve_exact(mapped.len());
         self.instance_of.reserve_exact(mapped.len());
-        // Growing the id table rehashes every id in it, which formats each id's text again
-        // (the table keeps indices, not hashes): that was 40% of the export's sequential part.
-        self.by_id.reserve(mapped.len(), rehash_id(&self.id_hasher, &self.graph.resources));
+        self.id_hashes.reserve_exact(mapped.len());
+        self.by_id.reserve(mapped.len(), rehash_id(&self.id_hashes));
         let mut ignored = HashSet::new();
         for (&(_, _, instance), mapping) in work.iter().zip(mapped) {
             match mapping {
@@ -351,7 +363,13 @@ impl<'m> Exporter<'m> {
     /// Builds one resource: its id, then every field, evaluated in the type's order and kept
     /// in name order (`order`, the `Fields::name_order` of `mapped_field_names`). Reads the
     /// model and nothing else.
-    fn map_resource(model: &Model, ty: &ResourceType, order: &[usize], instance: u32) -> Result<Mapping, Stop> {
+    fn map_resource(
+        model: &Model,
+        id_hasher: &hashbrown::DefaultHashBuilder,
+        ty: &ResourceType,
+        order: &[usize],
+        instance: u32,
+    ) -> Result<Mapping, Stop> {
         let location = model.location_of(instance);
         let id = match resource_id(ty, instance, &mut ModelAttributes(model)) {
             Ok(id) => id,
@@ -359,7 +377,9 @@ impl<'m> Exporter<'m> {
             Err(IdFailure::Error(kind, message)) => return Err(Stop::Error(error_at(kind, message, location))),
             Err(IdFailure::Wait(never)) => match never {},
         };
-        let mut collector = values::ReferenceCollector::new(id.text());
+        let mut id_text = String::new();
+        let id_hash = id_text_hash(id_hasher, &id, &mut id_text);
+        let mut collector = values::ReferenceCollector::new(id_text);
         let mut fields: Vec<(std::borrow::Cow<'static, str>, serde_json::Value)> = Vec::with_capacity(ty.fields.len());
         let mut undefined = false;
         let mut files = Vec::new();
@@ -392,21 +412,20 @@ impl<'m> Exporter<'m> {
         fields.push(("references".into(), serde_json::Value::Array(references)));
         fields.push(("mutators".into(), serde_json::Value::Array(mutators)));
         let fields = crate::graph::Fields::from_order(fields, order);
-        Ok((Resource { id, fields, requires: Vec::new(), undefined }, files))
+        Ok(Mapping { resource: Resource { id, fields, requires: Vec::new(), undefined }, id_hash, files })
     }
 
     /// The resource made from an instance, if it is an exported resource.
     fn resource_of(&self, instance: u32) -> Option<usize> {
-        self.resource_of.get(instance as usize).filter(|&&r| r != NO_RESOURCE).map(|&r| r as usize)
+        resource_index(&self.resource_of, instance)
     }
 
-    fn add(&mut self, (resource, files): Mapping, instance: u32) -> Result<(), Diagnostic> {
-        let hash = id_text_hash(&self.id_hasher, &resource.id, &mut self.id_text);
+    fn add(&mut self, Mapping { resource, id_hash: hash, files }: Mapping, instance: u32) -> Result<(), Diagnostic> {
         let resources = &self.graph.resources;
         // Ids of the same text hash the same; different texts of the same hash are compared.
         let same_text = |&i: &usize| {
             let other = &resources[i].id;
-            other == &resource.id || other.text() == self.id_text
+            other == &resource.id || other.text() == resource.id.text()
         };
         if self.by_id.find(hash, same_text).is_some() {
             return Err(error_at(
@@ -416,7 +435,8 @@ impl<'m> Exporter<'m> {
             ));
         }
         let index = self.graph.resources.len();
-        self.by_id.insert_unique(hash, index, rehash_id(&self.id_hasher, &self.graph.resources));
+        self.by_id.insert_unique(hash, index, rehash_id(&self.id_hashes));
+        self.id_hashes.push(hash);
         self.resource_of[instance as usize] = u32::try_from(index).expect("fewer resources than instances");
         self.instance_of.push(instance);
         self.graph.resources.push(resource);
@@ -467,19 +487,30 @@ impl<'m> Exporter<'m> {
     /// Keeps the direct members of each instance's `requires` that are exported resources.
     fn convert_requires(&mut self, ignored: &HashSet<u32>) {
         let model = self.model;
-        for index in 0..self.graph.resources.len() {
+        let resource_of = &self.resource_of;
+        // A resource's requirements read the model and the table of resources, which is
+        // complete, so they are worked out on the pool; the warnings are then given in
+        // resource order. The initial list is only kept where it may be warned about.
+        let converted: Vec<(Vec<usize>, Vec<u32>)> = self
+            .instance_of
+            .par_iter()
+            .map(|&instance| {
+                let initial: Vec<u32> = match model.read(instance, "requires") {
+                    Read::Value(Value::List(items)) => items
+                        .iter()
+                        .filter_map(|v| match v {
+                            Value::Instance(i) => Some(*i),
+                            _ => None,
+                        })
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                let requires: Vec<usize> = initial.iter().filter_map(|&i| resource_index(resource_of, i)).collect();
+                if requires.is_empty() { (requires, initial) } else { (requires, Vec::new()) }
+            })
+            .collect();
+        for (index, (requires, initial)) in converted.into_iter().enumerate() {
             let instance = self.instance_of[index];
-            let initial: Vec<u32> = match model.read(instance, "requires") {
-                Read::Value(Value::List(items)) => items
-                    .iter()
-                    .filter_map(|v| match v {
-                        Value::Instance(i) => Some(*i),
-                        _ => None,
-                    })
-                    .collect(),
-                _ => Vec::new(),
-            };
-            let requires: Vec<usize> = initial.iter().filter_map(|&i| self.resource_of(i)).collect();
             if requires.is_empty() {
                 let dropped = without_ignored_as_the_reference_loops(initial, ignored);
                 if !dropped.is_empty() {
