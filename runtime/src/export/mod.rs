@@ -377,6 +377,20 @@ impl<'m> Exporter<'m> {
             Err(IdFailure::Error(kind, message)) => return Err(Stop::Error(error_at(kind, message, location))),
             Err(IdFailure::Wait(never)) => match never {},
         };
+        // The reference maps the fields in the order of a Python set, which changes with the
+        // process's hash seed: a resource that is ignored (`managed=false`) and has a field
+        // that fails to map is dropped by some runs and fails the export in others. weft
+        // always drops it, as the user asked: the fields that ignore a resource come first.
+        for &(name, getter) in ty.fields {
+            let ignored = match getter {
+                Getter::IgnoreResource => true,
+                Getter::Managed => matches!(model.read(instance, name), Read::Value(Value::Bool(false))),
+                _ => false,
+            };
+            if ignored {
+                return Err(Stop::Ignore);
+            }
+        }
         let mut id_text = String::new();
         let id_hash = id_text_hash(id_hasher, &id, &mut id_text);
         let mut collector = values::ReferenceCollector::new(id_text);
