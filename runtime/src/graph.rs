@@ -288,40 +288,54 @@ impl ResourceGraph {
     /// freed.
     pub fn write_json(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
         out.write_all(b"[")?;
-        std::thread::scope(|scope| -> std::io::Result<()> {
-            // A thread of its own drives the pool batch after batch, while this one (which
-            // owns `out`) writes: copying a batch into the file would otherwise leave the
-            // pool idle. The channel holds one batch, so the builder is at most two ahead.
-            let (sender, built) = std::sync::mpsc::sync_channel::<Vec<Vec<u8>>>(1);
-            scope.spawn(move || {
-                for resources in self.resources.chunks(WRITE_BATCH) {
-                    let pieces: Vec<Vec<u8>> = resources
-                        .par_iter()
-                        .map(|resource| {
-                            serde_json::to_vec(&ResourceView { graph: self, resource })
-                                .expect("a resource's JSON has string keys only")
-                        })
-                        .collect();
-                    // The writer stops at its first error and drops its end: nothing more
-                    // is needed then.
-                    if sender.send(pieces).is_err() {
-                        break;
-                    }
+        let mut first = true;
+        let mut write_batch = |pieces: Vec<Vec<u8>>| -> std::io::Result<()> {
+            for piece in &pieces {
+                if !first {
+                    out.write_all(b",")?;
                 }
-            });
-            let mut first = true;
-            for pieces in built {
-                for piece in &pieces {
-                    if !first {
-                        out.write_all(b",")?;
-                    }
-                    first = false;
-                    out.write_all(piece)?;
-                }
+                first = false;
+                out.write_all(piece)?;
             }
             Ok(())
-        })?;
+        };
+        if rayon::current_thread_index().is_some() {
+            // On a thread of a pool (`ThreadPool::install`), the batches are built on that
+            // pool, in turn with their writing: a thread of our own would use the global
+            // pool instead, and waiting here for it could take this pool's only thread.
+            for resources in self.resources.chunks(WRITE_BATCH) {
+                write_batch(self.serialize_batch(resources))?;
+            }
+        } else {
+            std::thread::scope(|scope| -> std::io::Result<()> {
+                // A thread of its own drives the pool (the global one, as a parallel iterator
+                // here would) batch after batch, while this one, which owns `out`, writes:
+                // copying a batch into the file would otherwise leave the pool idle. The
+                // channel holds one batch, so the builder is at most two ahead.
+                let (sender, built) = std::sync::mpsc::sync_channel::<Vec<Vec<u8>>>(1);
+                scope.spawn(move || {
+                    for resources in self.resources.chunks(WRITE_BATCH) {
+                        // The writer stops at its first error and drops its end: nothing more
+                        // is needed then.
+                        if sender.send(self.serialize_batch(resources)).is_err() {
+                            break;
+                        }
+                    }
+                });
+                built.into_iter().try_for_each(&mut write_batch)
+            })?;
+        }
         out.write_all(b"]")
+    }
+
+    /// The JSON text of each of `resources`, serialized in parallel.
+    fn serialize_batch(&self, resources: &[Resource]) -> Vec<Vec<u8>> {
+        resources
+            .par_iter()
+            .map(|resource| {
+                serde_json::to_vec(&ResourceView { graph: self, resource }).expect("a resource's JSON has string keys only")
+            })
+            .collect()
     }
 
     /// One resource of the export JSON, as a value: [`ResourceView`] collected into a map.
@@ -454,10 +468,13 @@ mod tests {
         for resources in [0, 1, 2, 200, WRITE_BATCH, WRITE_BATCH + 1, 2 * WRITE_BATCH + 3] {
             let graph = sample_graph(resources);
             let expected = serde_json::to_string(&graph.to_json()).unwrap();
+            // On a pool's thread the batches are built and written in turn; outside one
+            // (as the CLI calls it), a thread of its own builds them on the global pool.
             for threads in [1, 3] {
                 let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
                 assert_eq!(pool.install(|| graph.to_json_text()), expected, "{resources} resources, {threads} threads");
             }
+            assert_eq!(graph.to_json_text(), expected, "{resources} resources, outside a pool");
         }
     }
 }
