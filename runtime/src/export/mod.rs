@@ -226,10 +226,9 @@ pub(crate) fn error_at(kind: ErrorKind, message: String, location: Option<Locati
     }
 }
 
-/// A mapped resource and the file contents it adds to the file store (hash, content).
 /// A mapped resource, with what the sequential part of the export needs of it worked out on
-/// the pool: the hash of its id's text (see `Exporter::by_id`) and the file contents it
-/// ships.
+/// the pool: the hash of its id's text (see `Exporter::by_id`) and the file contents it adds
+/// to the file store (hash, content).
 struct Mapping {
     resource: Resource,
     id_hash: u64,
@@ -248,8 +247,8 @@ struct Exporter<'m> {
     instance_of: Vec<u32>,
     /// Resources by the hash of the text of their id: the reference compares ids as text, so
     /// an agent `a,name=b` with name `c` is the same id as agent `a` with name `b,name=c`.
-    /// The text is hashed as it is formatted and only made for a candidate of the same hash,
-    /// instead of kept for every resource.
+    /// The table keeps hashes (`id_hashes`), not texts: two texts are only compared for a
+    /// candidate of the same hash.
     by_id: hashbrown::HashTable<usize>,
     id_hasher: hashbrown::DefaultHashBuilder,
     /// The hash of each resource's id text, by resource.
@@ -264,8 +263,8 @@ fn resource_index(resource_of: &[u32], instance: u32) -> Option<usize> {
     resource_of.get(instance as usize).filter(|&&r| r != NO_RESOURCE).map(|&r| r as usize)
 }
 
-/// The hash of the text of a resource id (see `Exporter::by_id`), formatted into `text`, a
-/// buffer reused from id to id. The whole text is hashed at once: hashers do not give the same
+/// The hash of the text of a resource id (see `Exporter::by_id`), formatted into `text`. The
+/// whole text is hashed at once: hashers do not give the same
 /// hash for the same bytes written in different pieces, and ids of the same text may format
 /// in different pieces. The hasher's seed is fixed when the exporter is made, so the hash of
 /// an id is the same on every thread.
@@ -360,7 +359,7 @@ impl<'m> Exporter<'m> {
         self.check_cycles()
     }
 
-    /// Builds one resource: its id, then every field, evaluated in the type's order and kept
+    /// Builds one resource: its id, then every field, evaluated in [`mapping_order`] and kept
     /// in name order (`order`, the `Fields::name_order` of `mapped_field_names`). Reads the
     /// model and nothing else.
     fn map_resource(
@@ -377,30 +376,13 @@ impl<'m> Exporter<'m> {
             Err(IdFailure::Error(kind, message)) => return Err(Stop::Error(error_at(kind, message, location))),
             Err(IdFailure::Wait(never)) => match never {},
         };
-        // The reference maps the fields in the order of a Python set, which changes with the
-        // process's hash seed: a resource that is ignored (`managed=false`) and has a field
-        // that fails to map is dropped by some runs and fails the export in others. weft
-        // always drops it, as the user asked: the fields that ignore a resource come first.
-        for &(name, getter) in ty.fields {
-            let ignored = match getter {
-                Getter::IgnoreResource => true,
-                Getter::Managed => matches!(model.read(instance, name), Read::Value(Value::Bool(false))),
-                _ => false,
-            };
-            if ignored {
-                return Err(Stop::Ignore);
-            }
-        }
         let mut id_text = String::new();
         let id_hash = id_text_hash(id_hasher, &id, &mut id_text);
         let mut collector = values::ReferenceCollector::new(id_text);
         let mut fields: Vec<(std::borrow::Cow<'static, str>, serde_json::Value)> = Vec::with_capacity(ty.fields.len());
         let mut undefined = false;
         let mut files = Vec::new();
-        for &(name, getter) in ty.fields {
-            if matches!(getter, Getter::References | Getter::Mutators) {
-                continue;
-            }
+        for &(name, getter) in mapping_order(ty) {
             let mapped = match getter {
                 Getter::FileHash => match fs::file_content(model, instance, location)? {
                     Some(content) => {
@@ -600,15 +582,22 @@ impl<'m> Exporter<'m> {
     }
 }
 
-/// The names of the fields `map_resource` makes for a type, in the order it makes them: the
-/// type's fields except the two it collects while mapping the others, then those two.
+/// The fields `map_resource` maps, in the order it maps them (which decides the first error):
+/// the type's fields except the two it collects while mapping the others, those that can
+/// ignore the resource (`managed=false`, `autostart`) first. The reference maps them in the
+/// order of a Python set, which changes with the process's hash seed, so a resource that is
+/// ignored and has a field that fails to map is dropped by some of its runs and fails the
+/// export in others; weft always drops it, as the user asked.
+fn mapping_order(ty: &ResourceType) -> impl Iterator<Item = &(&'static str, Getter)> {
+    let mapped = ty.fields.iter().filter(|(_, getter)| !matches!(getter, Getter::References | Getter::Mutators));
+    let ignores = |getter: &Getter| matches!(getter, Getter::Managed | Getter::IgnoreResource);
+    mapped.clone().filter(move |(_, getter)| ignores(getter)).chain(mapped.filter(move |(_, getter)| !ignores(getter)))
+}
+
+/// The names of the fields `map_resource` makes for a type, in the order it makes them: those
+/// of [`mapping_order`], then the two it collects while mapping them.
 fn mapped_field_names(ty: &ResourceType) -> Vec<&'static str> {
-    ty.fields
-        .iter()
-        .filter(|(_, getter)| !matches!(getter, Getter::References | Getter::Mutators))
-        .map(|&(name, _)| name)
-        .chain(["references", "mutators"])
-        .collect()
+    mapping_order(ty).map(|&(name, _)| name).chain(["references", "mutators"]).collect()
 }
 
 /// A registered type without a native export; `source` is the registering Python file as
