@@ -20,6 +20,20 @@ pub const MAX_ITERATIONS: usize = 100_000;
 /// prefetch the cell itself twice as far ahead.
 const PREFETCH_DISTANCE: usize = 8;
 
+/// The prefetching of a walk over cells, given the cell `distance` places ahead of the one
+/// being taken: the cell far ahead, and the extension of the one half as far, whose cell the
+/// walk prefetched earlier. Each cell examined is a cache miss otherwise, and a freeze
+/// decision can examine thousands.
+#[inline]
+fn prefetch_ahead(machine: &Machine, ahead: impl Fn(usize) -> Option<CellId>) {
+    if let Some(cell) = ahead(2 * PREFETCH_DISTANCE) {
+        machine.prefetch_cell(cell);
+    }
+    if let Some(cell) = ahead(PREFETCH_DISTANCE) {
+        machine.prefetch_cell_extension(cell);
+    }
+}
+
 /// The reference's `PrioritisedDelayedResultVariableQueue` without precedence rules: relation
 /// cells first, in the order they were queued, then the other delayed cells.
 #[derive(Default)]
@@ -48,16 +62,11 @@ impl WaitQueue {
         }
     }
 
-    /// Takes the next cell, and has the processor load the cell a few places behind it: each
-    /// cell examined is a cache miss otherwise, and a freeze decision can examine thousands.
+    /// Takes the next cell, and has the processor load the cells a few places behind it
+    /// ([`prefetch_ahead`]).
     fn pop(&mut self, machine: &Machine) -> Option<CellId> {
         let queue = if self.relations.is_empty() { &self.others } else { &self.relations };
-        if let Some(&ahead) = queue.get(2 * PREFETCH_DISTANCE) {
-            machine.prefetch_cell(ahead);
-        }
-        if let Some(&ahead) = queue.get(PREFETCH_DISTANCE) {
-            machine.prefetch_cell_extension(ahead);
-        }
+        prefetch_ahead(machine, |distance| queue.get(distance).copied());
         self.relations.pop_front().or_else(|| self.others.pop_front())
     }
 
@@ -142,13 +151,9 @@ impl ZeroWaiters {
     /// Step 5: takes the cell set aside last.
     fn pop_back(&mut self, machine: &mut Machine) -> Option<CellId> {
         while let Some(cell) = self.entries.pop_back() {
-            let behind = |distance: usize| self.entries.len().checked_sub(distance).and_then(|i| self.entries.get(i));
-            if let Some(&ahead) = behind(2 * PREFETCH_DISTANCE) {
-                machine.prefetch_cell(ahead);
-            }
-            if let Some(&ahead) = behind(PREFETCH_DISTANCE) {
-                machine.prefetch_cell_extension(ahead);
-            }
+            // Taken from the back: the cells ahead are the ones before it.
+            let entries = &self.entries;
+            prefetch_ahead(machine, |distance| entries.len().checked_sub(distance).and_then(|i| entries.get(i)).copied());
             if machine.is_watched_zerowaiter(cell) {
                 self.take_out(machine, cell);
                 return Some(cell);
