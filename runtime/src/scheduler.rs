@@ -153,7 +153,9 @@ impl ZeroWaiters {
         while let Some(cell) = self.entries.pop_back() {
             // Taken from the back: the cells ahead are the ones before it.
             let entries = &self.entries;
-            prefetch_ahead(machine, |distance| entries.len().checked_sub(distance).and_then(|i| entries.get(i)).copied());
+            prefetch_ahead(machine, |distance| {
+                entries.len().checked_sub(distance).and_then(|i| entries.get(i)).copied()
+            });
             if machine.is_watched_zerowaiter(cell) {
                 self.take_out(machine, cell);
                 return Some(cell);

@@ -76,13 +76,7 @@ impl<T> Default for Table<T> {
     fn default() -> Self {
         const { assert!(std::mem::size_of::<T>() > 0, "a table of zero-sized elements") };
         const { assert!(std::mem::align_of::<T>() <= GRANULE, "elements aligned beyond a granule") };
-        Table {
-            base: NonNull::dangling(),
-            len: 0,
-            committed: 0,
-            region: region::Region::EMPTY,
-            _owns: PhantomData,
-        }
+        Table { base: NonNull::dangling(), len: 0, committed: 0, region: region::Region::EMPTY, _owns: PhantomData }
     }
 }
 
@@ -368,7 +362,6 @@ mod region {
             }
         }
     }
-
 }
 
 #[cfg(test)]
