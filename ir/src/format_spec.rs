@@ -350,6 +350,31 @@ pub fn format_float(x: f64, spec: &str) -> Result<String, FormatError> {
     Ok(pad(&body, sign_prefix(negative, &s), &s, '>'))
 }
 
+/// The field between the braces when a template is one field and nothing else (`{a.b}`,
+/// `{x:>4}`), with no literal text around it.
+pub fn sole_field(template: &str) -> Option<&str> {
+    let inner = template.strip_prefix('{')?.strip_suffix('}')?;
+    if inner.starts_with('{') {
+        return None;
+    }
+    // The brace that closes the first one must be the last: `{a}{b}` and `{a}}}` are not one
+    // field.
+    let mut depth = 1;
+    for c in inner.chars() {
+        match c {
+            '{' => depth += 1,
+            '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return None;
+                }
+            }
+            _ => {}
+        }
+    }
+    (depth == 1).then_some(inner)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -413,6 +438,25 @@ mod tests {
             let got = format_value(value, spec).expect("a formattable value");
             let expected = FormatError { class, message: message.to_string() };
             assert_eq!(got.err(), Some(expected), "format({value:?}, {spec:?})");
+        }
+    }
+
+    #[test]
+    fn a_sole_field_is_the_whole_template() {
+        for (template, sole) in [
+            ("{a.b}", Some("a.b")),
+            ("{x:>4}", Some("x:>4")),
+            ("{x:{w}}", Some("x:{w}")),
+            ("{}", Some("")),
+            ("{a}{b}", None),
+            ("{a}x", None),
+            ("x{a}", None),
+            ("{{a}}", None),
+            ("{a}}}", None),
+            ("{a", None),
+            ("", None),
+        ] {
+            assert_eq!(sole_field(template), sole, "{template:?}");
         }
     }
 }

@@ -108,6 +108,29 @@ impl Value {
         Value::Str(Arc::from(s))
     }
 
+    /// The string a format gives (an f-string, `std::format`), as the object CPython returns:
+    /// when the text is one field alone, `''.join` of one piece is that piece, and the piece
+    /// is the field's value itself when formatting it changed nothing (`format(s, '')`, a
+    /// width the string already fills), or for a bool or a null, the one interned string
+    /// their `str()` always returns. Which object a string is shows where a `for` loop skips
+    /// an element it has seen (`id()`). `sole` is the value of the only field, if the
+    /// template is that field and nothing else.
+    pub fn formatted(text: String, sole: Option<&Value>) -> Value {
+        match sole {
+            Some(Value::Str(s)) if **s == *text => Value::Str(s.clone()),
+            Some(Value::Bool(true)) if text == "True" => Value::Str(python_constant_str(&TRUE_TEXT, "True")),
+            Some(Value::Bool(false)) if text == "False" => Value::Str(python_constant_str(&FALSE_TEXT, "False")),
+            Some(Value::Null(_)) if text == "null" => Value::Str(python_constant_str(&NULL_TEXT, "null")),
+            _ => Value::str(&text),
+        }
+    }
+
+    /// Whether two strings are one object in CPython: the same allocation here, or equal
+    /// strings of the kind CPython keeps one object for (empty, one Latin-1 character).
+    pub fn same_str_object(a: &Arc<str>, b: &Arc<str>) -> bool {
+        Arc::ptr_eq(a, b) || (a == b && is_shared_python_str(a))
+    }
+
     /// The int a finite, integral float equals, exactly (`1e300` has 301 digits).
     pub fn int_of_float(f: f64) -> Value {
         Value::int(num_traits::FromPrimitive::from_f64(f).unwrap_or_default())
@@ -392,6 +415,27 @@ impl ArithOp {
     }
 }
 
+/// The strings CPython's `str()` of `True`, `False` and the reference's null return: each
+/// is one interned object, whatever made it.
+static TRUE_TEXT: std::sync::OnceLock<Arc<str>> = std::sync::OnceLock::new();
+static FALSE_TEXT: std::sync::OnceLock<Arc<str>> = std::sync::OnceLock::new();
+static NULL_TEXT: std::sync::OnceLock<Arc<str>> = std::sync::OnceLock::new();
+
+fn python_constant_str(cell: &'static std::sync::OnceLock<Arc<str>>, text: &str) -> Arc<str> {
+    cell.get_or_init(|| Arc::from(text)).clone()
+}
+
+/// Whether CPython shares one object for every string equal to `s`: the empty string and the
+/// strings of one Latin-1 character.
+pub fn is_shared_python_str(s: &str) -> bool {
+    let mut chars = s.chars();
+    match (chars.next(), chars.next()) {
+        (None, _) => true,
+        (Some(c), None) => (c as u32) < 256,
+        _ => false,
+    }
+}
+
 /// Python arithmetic on two values.
 pub fn arith(op: ArithOp, a: &Value, b: &Value) -> Result<Value, ValueError> {
     arith_with(op, a, b, &Value::py_repr)
@@ -402,6 +446,9 @@ pub fn arith(op: ArithOp, a: &Value, b: &Value) -> Result<Value, ValueError> {
 pub fn arith_with(op: ArithOp, a: &Value, b: &Value, repr: &dyn Fn(&Value) -> String) -> Result<Value, ValueError> {
     if op == ArithOp::Add {
         match (a, b) {
+            // CPython's concatenation returns the other operand itself when one is empty.
+            (Value::Str(x), Value::Str(y)) if y.is_empty() => return Ok(Value::Str(x.clone())),
+            (Value::Str(x), Value::Str(y)) if x.is_empty() => return Ok(Value::Str(y.clone())),
             (Value::Str(x), Value::Str(y)) => {
                 let mut s = String::with_capacity(x.len() + y.len());
                 s.push_str(x);

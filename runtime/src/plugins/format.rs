@@ -37,6 +37,65 @@ pub(crate) fn str_format(
     f.format(template, host, 2)
 }
 
+/// [`str_format`] as a value: the object CPython returns ([`Value::formatted`]), which is
+/// the field's own string when the template is that one field and formatting changed nothing.
+pub(crate) fn str_format_value(
+    template: &str,
+    args: &[Value],
+    kwargs: &[(String, Value)],
+    host: &mut dyn PluginHost,
+) -> Result<Value, Flow> {
+    let text = str_format(template, args, kwargs, host)?;
+    let sole = match weft_ir::format_spec::sole_field(template) {
+        // The template formatted, so its field parses and resolves.
+        Some(field) => match split_field(field) {
+            Ok((name, _, _)) => Formatter { args, kwargs, auto: Some(0), manual: false }.resolve(&name, host).ok(),
+            Err(_) => None,
+        },
+        None => None,
+    };
+    Ok(Value::formatted(text, sole.as_ref()))
+}
+
+/// A replacement field's name, conversion and format spec; brackets in the name may hold
+/// any character.
+fn split_field(field: &str) -> Result<(String, Option<char>, String), Flow> {
+    let chars: Vec<char> = field.chars().collect();
+    let mut k = 0;
+    while k < chars.len() {
+        match chars[k] {
+            '[' => {
+                while k < chars.len() && chars[k] != ']' {
+                    k += 1;
+                }
+            }
+            '{' => return Err(value_error("unexpected '{' in field name")),
+            ':' | '!' => break,
+            _ => {}
+        }
+        k += 1;
+    }
+    let name: String = chars[..k.min(chars.len())].iter().collect();
+    let mut conversion = None;
+    let mut spec = String::new();
+    if k < chars.len() {
+        if chars[k] == '!' {
+            let Some(&conv) = chars.get(k + 1) else {
+                return Err(value_error("end of string while looking for conversion specifier"));
+            };
+            conversion = Some(conv);
+            match chars.get(k + 2) {
+                None => {}
+                Some(':') => spec = chars[k + 3..].iter().collect(),
+                Some(_) => return Err(value_error("expected ':' after conversion specifier")),
+            }
+        } else {
+            spec = chars[k + 1..].iter().collect();
+        }
+    }
+    Ok((name, conversion, spec))
+}
+
 impl Formatter<'_> {
     fn format(&mut self, template: &str, host: &mut dyn PluginHost, depth: u32) -> Result<String, Flow> {
         if depth == 0 {
@@ -97,40 +156,7 @@ impl Formatter<'_> {
     }
 
     fn field(&mut self, field: &str, host: &mut dyn PluginHost, depth: u32) -> Result<String, Flow> {
-        // Split into field name, conversion and spec, skipping over brackets in the name.
-        let chars: Vec<char> = field.chars().collect();
-        let mut k = 0;
-        while k < chars.len() {
-            match chars[k] {
-                '[' => {
-                    while k < chars.len() && chars[k] != ']' {
-                        k += 1;
-                    }
-                }
-                '{' => return Err(value_error("unexpected '{' in field name")),
-                ':' | '!' => break,
-                _ => {}
-            }
-            k += 1;
-        }
-        let name: String = chars[..k.min(chars.len())].iter().collect();
-        let mut conversion = None;
-        let mut spec = String::new();
-        if k < chars.len() {
-            if chars[k] == '!' {
-                let Some(&conv) = chars.get(k + 1) else {
-                    return Err(value_error("end of string while looking for conversion specifier"));
-                };
-                conversion = Some(conv);
-                match chars.get(k + 2) {
-                    None => {}
-                    Some(':') => spec = chars[k + 3..].iter().collect(),
-                    Some(_) => return Err(value_error("expected ':' after conversion specifier")),
-                }
-            } else {
-                spec = chars[k + 1..].iter().collect();
-            }
-        }
+        let (name, conversion, spec) = split_field(field)?;
         let mut obj = Obj::Value(self.resolve(&name, host)?);
         if let Some(conv) = conversion {
             let Obj::Value(value) = &obj else { unreachable!("conversions apply to values") };

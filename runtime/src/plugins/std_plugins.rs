@@ -428,7 +428,15 @@ fn print(ctx: &mut Ctx) -> NativeResult {
 
 fn replace(ctx: &mut Ctx) -> NativeResult {
     let s = ctx.str_arg("string")?;
-    Ok(Value::str(&s.replace(ctx.str_arg("old")?, ctx.str_arg("new")?)))
+    let (old, new) = (ctx.str_arg("old")?, ctx.str_arg("new")?);
+    // CPython's `str.replace` returns the string itself when it finds nothing to replace, or
+    // when `old` and `new` are one object (see `Value::formatted` for why objects matter).
+    let same_object =
+        matches!((ctx.arg("old"), ctx.arg("new")), (Value::Str(a), Value::Str(b)) if Value::same_str_object(a, b));
+    if !s.contains(old) || same_object {
+        return Ok(ctx.arg("string").clone());
+    }
+    Ok(Value::str(&s.replace(old, new)))
 }
 
 fn equals(ctx: &mut Ctx) -> NativeResult {
@@ -647,6 +655,10 @@ fn limit(ctx: &mut Ctx) -> NativeResult {
         None if n.is_negative() => 0,
         None => count,
     };
+    // A slice of the whole string is the string itself, as in CPython.
+    if end == count {
+        return Ok(ctx.arg("string").clone());
+    }
     Ok(Value::str(&s.chars().take(end as usize).collect::<String>()))
 }
 
@@ -816,6 +828,10 @@ fn split(ctx: &mut Ctx) -> NativeResult {
     let delim = ctx.str_arg("delim")?;
     if delim.is_empty() {
         return Err(value_error("empty separator"));
+    }
+    // Without the separator, CPython's list holds the string itself.
+    if !s.contains(delim) {
+        return Ok(list(vec![ctx.arg("string_list").clone()]));
     }
     Ok(list(s.split(delim).map(Value::str).collect()))
 }
@@ -1174,7 +1190,7 @@ fn format_plugin(ctx: &mut Ctx) -> NativeResult {
             return Err(Flow::Unknown);
         }
     }
-    Ok(Value::str(&format::str_format(&template, &args, &kwargs, ctx.host)?))
+    format::str_format_value(&template, &args, &kwargs, ctx.host)
 }
 
 fn unique_file(ctx: &mut Ctx) -> NativeResult {
@@ -1224,6 +1240,10 @@ fn md5_hex(data: &[u8]) -> String {
 
 fn hostname(ctx: &mut Ctx) -> NativeResult {
     let fqdn = ctx.str_arg("fqdn")?;
+    // `fqdn.split(".")[0]`: the string itself when it has no dot, as in CPython.
+    if !fqdn.contains('.') {
+        return Ok(ctx.arg("fqdn").clone());
+    }
     Ok(Value::str(fqdn.split('.').next().unwrap_or("")))
 }
 

@@ -187,7 +187,7 @@ impl Machine {
                     Value::Unknown
                 } else {
                     let render = |v: &Value| self.display_value_fmt(v).into_owned();
-                    Value::str(&pyformat::format(template, &kwargs, &render).map_err(|e| e.at(location))?)
+                    pyformat::format_value(template, &kwargs, &render).map_err(|e| e.at(location))?
                 }
             }
             Op::Construct(c) => self.construct(*c, values, scope, location)?,

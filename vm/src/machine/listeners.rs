@@ -2,6 +2,7 @@
 //! proxies that stand for `a.b` until `a` is known.
 
 use super::*;
+use weft_ir::value::is_shared_python_str;
 
 impl Machine {
     /// Registers a gradual listener; false when the cell does not support listening.

@@ -698,17 +698,6 @@ impl std::hash::Hash for StrIdentity {
     }
 }
 
-/// Whether CPython shares one object for every string equal to `s`: the empty string and the
-/// strings of one Latin-1 character.
-fn is_shared_python_str(s: &str) -> bool {
-    let mut chars = s.chars();
-    match (chars.next(), chars.next()) {
-        (None, _) => true,
-        (Some(c), None) => (c as u32) < 256,
-        _ => false,
-    }
-}
-
 struct CompHelper {
     expr: ExprId,
     scope: ScopeId,

@@ -6,6 +6,35 @@ use weft_ir::value::Value;
 
 use super::{EvalError, rt};
 
+/// An f-string's value: its text, as the object CPython's `Formatter` returns
+/// ([`Value::formatted`]).
+pub fn format_value(
+    template: &str,
+    kwargs: &[(String, Value)],
+    render: &dyn Fn(&Value) -> String,
+) -> Result<Value, EvalError> {
+    let text = format(template, kwargs, render)?;
+    // A conversion needs no case of its own: `!s` of a string is the string, and its `!r`
+    // has quotes, so never the same text; a bool's or a null's repr is its interned str.
+    let sole = format_spec::sole_field(template).and_then(|field| {
+        let (name, _, _) = split_field(field);
+        kwargs.iter().find(|(k, _)| k == name).map(|(_, v)| v)
+    });
+    Ok(Value::formatted(text, sole))
+}
+
+/// A field's name, conversion and format spec.
+fn split_field(field: &str) -> (&str, Option<&str>, Option<&str>) {
+    let (name_conv, spec) = match split_top(field, ':') {
+        Some((a, b)) => (a, Some(b)),
+        None => (field, None),
+    };
+    match name_conv.rsplit_once('!') {
+        Some((n, c)) => (n, Some(c), spec),
+        None => (name_conv, None, spec),
+    }
+}
+
 pub fn format(
     template: &str,
     kwargs: &[(String, Value)],
@@ -59,14 +88,7 @@ fn field_value(
     kwargs: &[(String, Value)],
     render: &dyn Fn(&Value) -> String,
 ) -> Result<String, EvalError> {
-    let (name_conv, spec) = match split_top(field, ':') {
-        Some((a, b)) => (a, Some(b)),
-        None => (field, None),
-    };
-    let (name, conversion) = match name_conv.rsplit_once('!') {
-        Some((n, c)) => (n, Some(c)),
-        None => (name_conv, None),
-    };
+    let (name, conversion, spec) = split_field(field);
     if name.is_empty() {
         return Err(rt(
             "f-strings do not support positional substitutions via '{}', use variable or attribute keys instead",
