@@ -96,71 +96,108 @@ impl ResourceId {
     }
 }
 
-/// A resource as the export writes it: its fields, with `requires` and `id` (which replace
-/// fields of those names) merged in, in key order, the order of `serde_json`'s map. Serialized
-/// straight from the fields, it writes the text without copying every field into a map first:
-/// on the export of a large model that copy, strings and all, was a fifth of the export's
-/// instructions.
-struct ResourceView<'a> {
-    graph: &'a ResourceGraph,
-    resource: &'a Resource,
-}
-
-impl serde::Serialize for ResourceView<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let requires: Vec<String> = self.resource.requires.iter().map(|&i| self.graph.resources[i].id.text()).collect();
-        let id = self.resource.id.with_version(self.graph.version);
-        let fields = self.resource.fields.0.iter().filter(|(name, _)| name != "requires" && name != "id");
-        let mut map = serializer.serialize_map(Some(self.resource.fields.0.len() + 2))?;
-        // The two added keys ("id" sorts before "requires"), merged into the sorted fields.
-        let (mut id_done, mut requires_done) = (false, false);
-        for (name, value) in fields {
-            if !id_done && "id" < name.as_ref() {
-                map.serialize_entry("id", &id)?;
-                id_done = true;
-            }
-            if !requires_done && "requires" < name.as_ref() {
-                map.serialize_entry("requires", &requires)?;
-                requires_done = true;
-            }
-            map.serialize_entry(name.as_ref(), value)?;
-        }
-        if !id_done {
-            map.serialize_entry("id", &id)?;
-        }
-        if !requires_done {
-            map.serialize_entry("requires", &requires)?;
-        }
-        map.end()
-    }
-}
-
 impl fmt::Display for ResourceId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.write_pieces(f)
     }
 }
 
-/// A resource's fields, sorted by name: the order the export JSON writes them in (that of
-/// `serde_json`'s map). A name from a resource type's table is shared with the table instead
-/// of copied into every resource: with a map of owned strings, the fields were most of a
-/// large export's memory.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Fields(Vec<(Cow<'static, str>, Json)>);
+/// A resource's fields, sorted by name (the order the export JSON writes them in, that of
+/// `serde_json`'s map), kept as the JSON text the export writes: `"name":value` entries joined
+/// by commas, the inside of the resource's object.
+///
+/// The text is made once, on the thread that maps the resource, and the export's file is
+/// then a concatenation of texts. As a map of JSON values (every string its own allocation),
+/// the fields were most of a large export's memory, and serializing them again was most of
+/// the time it took to write the file. The few readers (the apply step, the export's own
+/// checks) parse the one field they ask for.
+#[derive(Clone, Default, PartialEq)]
+pub struct Fields {
+    text: Box<str>,
+    /// Per field, in name order: where its value starts and ends in `text`. A field's name
+    /// starts at the end of the one before (after the comma), or at 0 for the first.
+    spans: Box<[(usize, usize)]>,
+}
 
 impl Fields {
     pub fn new() -> Fields {
         Fields::default()
     }
 
+    /// Fields made of entries already in name order, with unique names.
+    fn encode<'a>(entries: impl Iterator<Item = (&'a str, &'a Json)>) -> Fields {
+        let mut text = Vec::new();
+        let mut spans = Vec::new();
+        for (name, value) in entries {
+            if !spans.is_empty() {
+                text.push(b',');
+            }
+            write_json(&mut text, name);
+            text.push(b':');
+            let start = text.len();
+            write_json(&mut text, value);
+            spans.push((start, text.len()));
+        }
+        let text = String::from_utf8(text).expect("serde_json writes UTF-8");
+        Fields { text: text.into_boxed_str(), spans: spans.into_boxed_slice() }
+    }
+
+    /// How many fields there are.
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    /// Where field `i`'s entry (`"name":value`) starts in the text.
+    fn entry_start(&self, i: usize) -> usize {
+        if i == 0 { 0 } else { self.spans[i - 1].1 + 1 }
+    }
+
+    /// The name of field `i`. Names from a resource type's table need no escaping, so they
+    /// are read in place.
+    fn name_at(&self, i: usize) -> Cow<'_, str> {
+        let quoted = &self.text[self.entry_start(i)..self.spans[i].0 - 1];
+        match quoted.contains('\\') {
+            false => Cow::Borrowed(&quoted[1..quoted.len() - 1]),
+            true => Cow::Owned(serde_json::from_str(quoted).expect("a name the fields wrote as a JSON string")),
+        }
+    }
+
     fn position(&self, name: &str) -> Result<usize, usize> {
-        self.0.binary_search_by(|(n, _)| n.as_ref().cmp(name))
+        // Not `binary_search_by`: the names are compared as read, one at a time.
+        let (mut low, mut high) = (0, self.spans.len());
+        while low < high {
+            let middle = (low + high) / 2;
+            match self.name_at(middle).as_ref().cmp(name) {
+                std::cmp::Ordering::Less => low = middle + 1,
+                std::cmp::Ordering::Greater => high = middle,
+                std::cmp::Ordering::Equal => return Ok(middle),
+            }
+        }
+        Err(low)
+    }
+
+    /// A field's value as the JSON text the export writes (`true`, `"a string"`, ...): for
+    /// readers that only compare it with a literal.
+    pub fn value_text(&self, name: &str) -> Option<&str> {
+        self.position(name).ok().map(|i| self.value_text_at(i))
+    }
+
+    fn value_text_at(&self, i: usize) -> &str {
+        let (start, end) = self.spans[i];
+        &self.text[start..end]
+    }
+
+    fn value_at(&self, i: usize) -> Json {
+        serde_json::from_str(self.value_text_at(i)).expect("a value the fields wrote as JSON")
     }
 
     /// A field's value.
-    pub fn get(&self, name: &str) -> Option<&Json> {
-        self.position(name).ok().map(|i| &self.0[i].1)
+    pub fn get(&self, name: &str) -> Option<Json> {
+        self.position(name).ok().map(|i| self.value_at(i))
     }
 
     /// Where fields of these names, given in this order, go in name order: their positions
@@ -183,44 +220,157 @@ impl Fields {
 
     /// Fields given in any order, put in name order by `order`, from [`Fields::name_order`]
     /// of their names: the same fields as inserting them one by one.
-    pub fn from_order(fields: Vec<(Cow<'static, str>, Json)>, order: &[usize]) -> Fields {
-        let mut fields: Vec<Option<(Cow<'static, str>, Json)>> = fields.into_iter().map(Some).collect();
-        Fields(order.iter().map(|&i| fields[i].take().expect("each position is in the order once")).collect())
+    pub fn from_order(fields: &[(Cow<'static, str>, Json)], order: &[usize]) -> Fields {
+        let mut values = Vec::new();
+        let mut spans = Vec::with_capacity(fields.len());
+        for (_, value) in fields {
+            let start = values.len();
+            write_json(&mut values, value);
+            spans.push((start, values.len()));
+        }
+        let names: Vec<&str> = fields.iter().map(|(name, _)| name.as_ref()).collect();
+        Fields::from_pieces(&names, &values, &spans, order)
     }
 
-    /// Sets a field, replacing the value it had.
+    /// [`Fields::from_order`] of fields whose values are already JSON text: field `i` is named
+    /// `names[i]` and its value is `values[spans[i].0..spans[i].1]`, which must be JSON as
+    /// `serde_json` writes it. The text is written once, at its final size.
+    pub fn from_pieces(names: &[&str], values: &[u8], spans: &[(usize, usize)], order: &[usize]) -> Fields {
+        // A name is written as a JSON string: names with nothing to escape (every name of a
+        // resource type) take their length plus two quotes.
+        let plain = |name: &str| !name.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20);
+        let size: usize = order
+            .iter()
+            .map(|&i| {
+                let name = if plain(names[i]) {
+                    names[i].len() + 2
+                } else {
+                    serde_json::to_string(names[i]).map_or(0, |s| s.len())
+                };
+                name + 1 + (spans[i].1 - spans[i].0)
+            })
+            .sum::<usize>()
+            + order.len().saturating_sub(1);
+        let mut text = Vec::with_capacity(size);
+        let mut positions = Vec::with_capacity(order.len());
+        for &i in order {
+            if !positions.is_empty() {
+                text.push(b',');
+            }
+            write_json(&mut text, names[i]);
+            text.push(b':');
+            let start = text.len();
+            text.extend_from_slice(&values[spans[i].0..spans[i].1]);
+            positions.push((start, text.len()));
+        }
+        let text = String::from_utf8(text).expect("JSON text from serde_json is UTF-8");
+        Fields { text: text.into_boxed_str(), spans: positions.into_boxed_slice() }
+    }
+
+    /// The fields as owned names and values, in name order.
+    fn entries(&self) -> Vec<(String, Json)> {
+        (0..self.len()).map(|i| (self.name_at(i).into_owned(), self.value_at(i))).collect()
+    }
+
+    fn from_entries(entries: &[(String, Json)]) -> Fields {
+        Fields::encode(entries.iter().map(|(name, value)| (name.as_str(), value)))
+    }
+
+    /// Sets a field, replacing the value it had. The text is made again: for building
+    /// fields by hand (tests, an export file read back), not for the export's resources.
     pub fn insert(&mut self, name: impl Into<Cow<'static, str>>, value: Json) {
         let name = name.into();
-        match self.position(&name) {
-            Ok(i) => self.0[i].1 = value,
-            Err(i) => self.0.insert(i, (name, value)),
+        let mut entries = self.entries();
+        match entries.binary_search_by(|(n, _)| n.as_str().cmp(&name)) {
+            Ok(i) => entries[i].1 = value,
+            Err(i) => entries.insert(i, (name.into_owned(), value)),
         }
+        *self = Fields::from_entries(&entries);
     }
 
     /// Removes a field and returns its value.
     pub fn remove(&mut self, name: &str) -> Option<Json> {
-        self.position(name).ok().map(|i| self.0.remove(i).1)
+        let i = self.position(name).ok()?;
+        let mut entries = self.entries();
+        let (_, value) = entries.remove(i);
+        *self = Fields::from_entries(&entries);
+        Some(value)
     }
 
     /// The fields in name order.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &Json)> + '_ {
-        self.0.iter().map(|(n, v)| (n.as_ref(), v))
+    pub fn iter(&self) -> impl Iterator<Item = (Cow<'_, str>, Json)> + '_ {
+        (0..self.len()).map(|i| (self.name_at(i), self.value_at(i)))
     }
 
-    /// The fields as a JSON object, for the handlers and the export JSON.
+    /// The fields as a JSON object, for the handlers.
     pub fn to_map(&self) -> Map<String, Json> {
-        self.0.iter().map(|(n, v)| (n.to_string(), v.clone())).collect()
+        self.iter().map(|(n, v)| (n.into_owned(), v)).collect()
+    }
+
+    /// Writes the resource's object: the fields with the entries `id` and `requires` (which
+    /// `write_id` and `write_requires` append) merged in name order, replacing fields of
+    /// those names, as a map would. The fields between the two added keys are copied as one
+    /// piece each.
+    fn write_object(
+        &self,
+        out: &mut Vec<u8>,
+        write_id: impl FnOnce(&mut Vec<u8>),
+        write_requires: impl FnOnce(&mut Vec<u8>),
+    ) {
+        // Where a name is or would go, and where the fields after it start.
+        let bounds = |name: &str| match self.position(name) {
+            Ok(i) => (i, i + 1),
+            Err(i) => (i, i),
+        };
+        let (before_id, after_id) = bounds("id");
+        let (before_requires, after_requires) = bounds("requires");
+        out.push(b'{');
+        let before = self.run(0, before_id);
+        out.extend_from_slice(before.as_bytes());
+        if !before.is_empty() {
+            out.push(b',');
+        }
+        write_id(out);
+        out.push(b',');
+        let between = self.run(after_id, before_requires);
+        if !between.is_empty() {
+            out.extend_from_slice(between.as_bytes());
+            out.push(b',');
+        }
+        write_requires(out);
+        let after = self.run(after_requires, self.len());
+        if !after.is_empty() {
+            out.push(b',');
+            out.extend_from_slice(after.as_bytes());
+        }
+        out.push(b'}');
+    }
+
+    /// The text of the entries of fields `from..to`, joined by their commas.
+    fn run(&self, from: usize, to: usize) -> &str {
+        if from >= to { "" } else { &self.text[self.entry_start(from)..self.spans[to - 1].1] }
+    }
+}
+
+impl fmt::Debug for Fields {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Fields({{{}}})", self.text)
     }
 }
 
 impl From<Map<String, Json>> for Fields {
     fn from(map: Map<String, Json>) -> Fields {
-        let mut fields: Vec<(Cow<'static, str>, Json)> = map.into_iter().map(|(n, v)| (Cow::Owned(n), v)).collect();
+        let mut entries: Vec<(String, Json)> = map.into_iter().collect();
         // A map's keys are unique; its order is already sorted unless `serde_json` keeps
         // insertion order.
-        fields.sort_by(|a, b| a.0.cmp(&b.0));
-        Fields(fields)
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        Fields::from_entries(&entries)
     }
+}
+
+/// Appends the compact JSON text of `value`, as `serde_json::to_writer` writes it.
+pub(crate) fn write_json(out: &mut Vec<u8>, value: &(impl serde::Serialize + ?Sized)) {
+    serde_json::to_writer(out, value).expect("JSON with string keys only");
 }
 
 /// One resource of the graph.
@@ -240,7 +390,7 @@ pub struct Resource {
 
 impl Resource {
     /// A field's value, `None` when the type has no such field.
-    pub fn field(&self, name: &str) -> Option<&Json> {
+    pub fn field(&self, name: &str) -> Option<Json> {
         self.fields.get(name)
     }
 }
@@ -265,8 +415,9 @@ pub const UNDEFINED: &str = "<<undefined>>";
 const WRITE_BATCH: usize = 8192;
 
 impl ResourceGraph {
-    /// The export JSON: an array with one object per resource, its fields followed by
-    /// `requires` (ids without version) and `id` (with version), as the reference writes it.
+    /// The export JSON: an array with one object per resource, its fields with `requires`
+    /// (ids without version) and `id` (with version) merged in, as the reference writes it.
+    /// Built as a value, independently of the text [`Self::write_json`] writes.
     pub fn to_json(&self) -> Json {
         Json::Array(self.resources.iter().map(|r| self.resource_json(r)).collect())
     }
@@ -330,17 +481,41 @@ impl ResourceGraph {
 
     /// The JSON text of each of `resources`, serialized in parallel.
     fn serialize_batch(&self, resources: &[Resource]) -> Vec<Vec<u8>> {
-        resources
-            .par_iter()
-            .map(|resource| {
-                serde_json::to_vec(&ResourceView { graph: self, resource }).expect("a resource's JSON has string keys only")
-            })
-            .collect()
+        resources.par_iter().map(|resource| self.resource_text(resource)).collect()
     }
 
-    /// One resource of the export JSON, as a value: [`ResourceView`] collected into a map.
+    /// One resource's object in the export JSON: its fields' text, with `id` and `requires`.
+    fn resource_text(&self, resource: &Resource) -> Vec<u8> {
+        let mut text = String::new();
+        let mut out = Vec::with_capacity(resource.fields.text.len() + 64 * (2 + resource.requires.len()));
+        let write_id = |out: &mut Vec<u8>| {
+            out.extend_from_slice(b"\"id\":");
+            write_json(out, &resource.id.with_version(self.version));
+        };
+        let write_requires = |out: &mut Vec<u8>| {
+            out.extend_from_slice(b"\"requires\":[");
+            for (n, &required) in resource.requires.iter().enumerate() {
+                if n > 0 {
+                    out.push(b',');
+                }
+                text.clear();
+                self.resources[required].id.write_text(&mut text);
+                write_json(out, text.as_str());
+            }
+            out.push(b']');
+        };
+        resource.fields.write_object(&mut out, write_id, write_requires);
+        out
+    }
+
+    /// One resource of the export JSON, as a value: its fields as a map, with `id` and
+    /// `requires`.
     fn resource_json(&self, resource: &Resource) -> Json {
-        serde_json::to_value(ResourceView { graph: self, resource }).expect("a resource's JSON has string keys only")
+        let mut map = resource.fields.to_map();
+        map.insert("id".to_string(), Json::String(resource.id.with_version(self.version)));
+        let requires = resource.requires.iter().map(|&i| Json::String(self.resources[i].id.text())).collect();
+        map.insert("requires".to_string(), Json::Array(requires));
+        Json::Object(map)
     }
 
     /// Reads an export JSON back (from weft or from `inmanta export -j`). File contents are
@@ -458,8 +633,9 @@ mod tests {
             inserted.insert(name, Json::from(value));
         }
         let names: Vec<&str> = given.iter().map(|&(name, _)| name).collect();
-        let unsorted = given.iter().map(|&(name, value)| (Cow::Borrowed(name), Json::from(value))).collect();
-        assert_eq!(Fields::from_order(unsorted, &Fields::name_order(&names)), inserted);
+        let unsorted: Vec<(Cow<'static, str>, Json)> =
+            given.iter().map(|&(name, value)| (Cow::Borrowed(name), Json::from(value))).collect();
+        assert_eq!(Fields::from_order(&unsorted, &Fields::name_order(&names)), inserted);
     }
 
     #[test]

@@ -220,7 +220,7 @@ impl<'g> Engine<'g> {
         };
         // The reference's `report_only` resources are only compared with the host, never
         // changed; reading the raw field is enough, as no reference can fill it.
-        let report_only = fields.get("report_only") == Some(&Json::Bool(true));
+        let report_only = fields.value_text("report_only") == Some("true");
         let mut ctx = Context { engine: self, report_only, notes: Vec::new() };
         let result = match id.entity_type.as_str() {
             "std::testing::NullResource" => run(&super::null::NullHandler, &resolved.fields, notified, &mut ctx),

@@ -14,8 +14,6 @@
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
-use serde_json::Value as Json;
-
 use super::ApplyOptions;
 use super::handler::Engine;
 use super::report::{ResourceReport, Status};
@@ -246,13 +244,17 @@ impl<'g> Run<'g> {
             return not_deployed(Status::Failed, format!("requires resource #{missing}, which is not in the graph"));
         }
         if resource.undefined {
-            let unknown: Vec<&str> =
-                resource.fields.iter().filter(|(_, v)| v.as_str() == Some(UNDEFINED)).map(|(k, _)| k).collect();
+            let unknown: Vec<String> = resource
+                .fields
+                .iter()
+                .filter(|(_, v)| v.as_str() == Some(UNDEFINED))
+                .map(|(k, _)| k.into_owned())
+                .collect();
             return not_deployed(Status::Skipped, format!("undefined: the value of {} is unknown", unknown.join(", ")));
         }
         // A report-only resource changes nothing, so, as in the reference, it is compared
         // whatever its requirements' outcomes.
-        let report_only = resource.fields.get("report_only") == Some(&Json::Bool(true));
+        let report_only = resource.fields.value_text("report_only") == Some("true");
         let requirements: &[usize] = if report_only { &[] } else { self.plan.requires.of(slot) };
         let mut notified = false;
         for &required_slot in requirements {
@@ -273,11 +275,11 @@ impl<'g> Run<'g> {
                         format!("skipped because dependency {} was skipped", required.id),
                     );
                 }
-                Outcome::Changed => notified |= required.fields.get("send_event") == Some(&Json::Bool(true)),
+                Outcome::Changed => notified |= required.fields.value_text("send_event") == Some("true"),
                 Outcome::Unchanged | Outcome::Pending => {}
             }
         }
-        let receives = !matches!(resource.fields.get("receive_events"), Some(Json::Bool(false)));
+        let receives = resource.fields.value_text("receive_events") != Some("false");
         self.engine.deploy(&resource.id, &resource.fields, notified && receives)
     }
 }

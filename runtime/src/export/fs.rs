@@ -217,7 +217,7 @@ pub(crate) fn dir_before_file(exporter: &mut Exporter<'_>) -> Result<(), weft_ir
         if !per_host.contains_key(&host) {
             hosts.push(host);
         }
-        let field = |name: &str| resource.field(name).and_then(|v| v.as_str()).map(normpath);
+        let field = |name: &str| resource.field(name).and_then(|v| v.as_str().map(normpath));
         let entries = per_host.entry(host).or_default();
         if ty == "fs::Symlink" {
             entries.extend(field("src").map(|p| (p, index)));
@@ -231,7 +231,7 @@ pub(crate) fn dir_before_file(exporter: &mut Exporter<'_>) -> Result<(), weft_ir
             dirs_per_host.entry(host).or_default().push((format!("{path}/"), index));
         }
     }
-    let purged = |index: usize| exporter.graph.resources[index].field("purged").and_then(|v| v.as_bool()) == Some(true);
+    let purged = |index: usize| exporter.graph.resources[index].fields.value_text("purged") == Some("true");
     let mut edges: Vec<(usize, usize)> = Vec::new();
     for host in hosts {
         let Some(dirs) = dirs_per_host.get(&host) else { continue };

@@ -34,7 +34,7 @@ use weft_ir::value::Value;
 use weft_ir::{Diagnostic, ErrorKind, Symbol};
 use weft_vm::Machine;
 
-use crate::graph::{Resource, ResourceGraph};
+use crate::graph::{Resource, ResourceGraph, write_json};
 use crate::modules::Modules;
 pub(crate) use id::{Attributes, IdFailure, resource_id};
 use types::Getter;
@@ -379,35 +379,46 @@ impl<'m> Exporter<'m> {
         let mut id_text = String::new();
         let id_hash = id_text_hash(id_hasher, &id, &mut id_text);
         let mut collector = values::ReferenceCollector::new(id_text);
-        let mut fields: Vec<(std::borrow::Cow<'static, str>, serde_json::Value)> = Vec::with_capacity(ty.fields.len());
+        // The fields' JSON text, in the order they are mapped, put in name order at the end.
+        let mut names: Vec<&str> = Vec::with_capacity(ty.fields.len());
+        let mut text: Vec<u8> = Vec::with_capacity(512);
+        let mut spans: Vec<(usize, usize)> = Vec::with_capacity(ty.fields.len());
         let mut undefined = false;
         let mut files = Vec::new();
         for &(name, getter) in mapping_order(ty) {
-            let mapped = match getter {
+            let start = text.len();
+            let known = match getter {
                 Getter::FileHash => match fs::file_content(model, instance, location)? {
                     Some(content) => {
                         let hash = fs::sha1_hex(content.as_bytes());
-                        files.push((hash.clone(), content.into_bytes()));
-                        Mapped::Json(serde_json::Value::String(hash))
+                        write_json(&mut text, &hash);
+                        files.push((hash, content.into_bytes()));
+                        true
                     }
-                    None if matches!(model.read(instance, "content"), Read::Value(Value::Unknown)) => Mapped::Unknown,
-                    None => Mapped::Json(serde_json::Value::Null),
+                    None if matches!(model.read(instance, "content"), Read::Value(Value::Unknown)) => false,
+                    None => {
+                        text.extend_from_slice(b"null");
+                        true
+                    }
                 },
-                _ => values::map_field(model, ty, name, instance, &mut collector)?,
+                _ => values::map_field(model, ty, name, instance, &mut collector, &mut text)?,
             };
-            let json = match mapped {
-                Mapped::Json(json) => json,
-                Mapped::Unknown => {
-                    undefined = true;
-                    serde_json::Value::String(crate::graph::UNDEFINED.to_string())
-                }
-            };
-            fields.push((name.into(), json));
+            if !known {
+                undefined = true;
+                text.truncate(start);
+                write_json(&mut text, crate::graph::UNDEFINED);
+            }
+            names.push(name);
+            spans.push((start, text.len()));
         }
         let (references, mutators) = collector.finish();
-        fields.push(("references".into(), serde_json::Value::Array(references)));
-        fields.push(("mutators".into(), serde_json::Value::Array(mutators)));
-        let fields = crate::graph::Fields::from_order(fields, order);
+        for (name, list) in [("references", references), ("mutators", mutators)] {
+            let start = text.len();
+            write_json(&mut text, &list);
+            names.push(name);
+            spans.push((start, text.len()));
+        }
+        let fields = crate::graph::Fields::from_pieces(&names, &text, &spans, order);
         Ok(Mapping { resource: Resource { id, fields, requires: Vec::new(), undefined }, id_hash, files })
     }
 
@@ -683,7 +694,7 @@ mod tests {
 
     /// Put in name order by the type's order, as `map_resource` does.
     fn ordered(ty: &ResourceType) -> Fields {
-        Fields::from_order(made(ty), &Fields::name_order(&mapped_field_names(ty)))
+        Fields::from_order(&made(ty), &Fields::name_order(&mapped_field_names(ty)))
     }
 
     /// The same fields inserted one by one, in the order made.
@@ -714,7 +725,7 @@ mod tests {
         let ordered = ordered(&repeated);
         assert_eq!(ordered, inserted(made(&repeated)));
         assert_eq!(ordered.iter().map(|(n, _)| n).collect::<Vec<_>>(), ["a", "b", "mutators", "references"]);
-        assert_eq!(ordered.get("b"), Some(&serde_json::Value::from(2)));
-        assert_eq!(ordered.get("references"), Some(&serde_json::Value::from(4)));
+        assert_eq!(ordered.get("b"), Some(serde_json::Value::from(2)));
+        assert_eq!(ordered.get("references"), Some(serde_json::Value::from(4)));
     }
 }

@@ -9,17 +9,21 @@ use weft_ir::value::{Reference, Value, float_repr};
 
 use super::types::{Getter, ResourceType};
 use super::{Mapped, Model, Read, Stop, error_at};
+use crate::graph::write_json;
 use crate::plugins::json::write_string;
 
 /// Maps field `name` of a resource instance: the type's getter, then the conversion to JSON
-/// with the references moved into `collector`. (The id attribute is read by [`super::id`].)
+/// text, appended to `out`, with the references moved into `collector`. False when the value
+/// is or holds an Unknown (the field is then `"<<undefined>>"`, and what was appended is to be
+/// dropped). (The id attribute is read by [`super::id`].)
 pub(crate) fn map_field(
     model: &Model,
     ty: &ResourceType,
     name: &str,
     instance: u32,
     collector: &mut ReferenceCollector,
-) -> Result<Mapped, Stop> {
+    out: &mut Vec<u8>,
+) -> Result<bool, Stop> {
     let getter = ty.fields.iter().find(|(field, _)| *field == name).map_or(Getter::Attr, |(_, g)| *g);
     let location = model.location_of(instance);
     let failed = |cause: String| {
@@ -83,8 +87,27 @@ pub(crate) fn map_field(
         Getter::Via => super::fs::via_context(model, instance).map_err(failed)?,
         Getter::FileHash | Getter::References | Getter::Mutators => Value::NULL,
     };
-    let converted = collector.collect(&|v| model.display(v), &value, name.to_string());
+    let converted = collector.collect_text(&|v| model.display(v), &value, FieldPath::Field(name), out);
     converted.map_err(failed)
+}
+
+/// Where a value sits in a field (`value[0].'key'`), for the messages and mutators that name
+/// it: made into text only when one does, not for every element of every list.
+#[derive(Clone, Copy)]
+pub(crate) enum FieldPath<'a> {
+    Field(&'a str),
+    Index(&'a FieldPath<'a>, usize),
+    Key(&'a FieldPath<'a>, &'a str),
+}
+
+impl FieldPath<'_> {
+    fn render(&self) -> String {
+        match self {
+            FieldPath::Field(name) => name.to_string(),
+            FieldPath::Index(path, i) => format!("{}[{i}]", path.render()),
+            FieldPath::Key(path, key) => format!("{}.'{}'", path.render(), key.replace('\'', "\\'")),
+        }
+    }
 }
 
 /// Collects the references of one resource: the references themselves (each once, by id)
@@ -103,6 +126,103 @@ impl ReferenceCollector {
     /// The `references` and `mutators` fields.
     pub(crate) fn finish(self) -> (Vec<Json>, Vec<Json>) {
         (self.references.into_iter().map(|(_, model)| model).collect(), self.mutators)
+    }
+
+    /// [`Self::collect`] written straight to JSON text, as `serde_json` would write the value
+    /// `collect` makes, appended to `out`: false for an Unknown. Building the JSON values
+    /// first and writing them afterwards cost an allocation per string, list and dict, freed
+    /// again at once.
+    pub(crate) fn collect_text(
+        &mut self,
+        display: &dyn Fn(&Value) -> String,
+        value: &Value,
+        path: FieldPath<'_>,
+        out: &mut Vec<u8>,
+    ) -> Result<bool, String> {
+        match value {
+            Value::Null(_) => out.extend_from_slice(b"null"),
+            Value::Bool(true) => out.extend_from_slice(b"true"),
+            Value::Bool(false) => out.extend_from_slice(b"false"),
+            Value::Int(i) => write_json(out, i),
+            Value::BigInt(i) => {
+                return Err(format!("the integer {i} at path {} is too large for weft's JSON export", path.render()));
+            }
+            Value::Float(f) if f.is_finite() => write_json(out, f),
+            Value::Float(f) => {
+                return Err(format!("the float {} at path {} is not valid JSON", float_repr(*f), path.render()));
+            }
+            Value::Str(s) => write_json(out, &**s),
+            Value::List(items) => {
+                out.push(b'[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    if !self.collect_text(display, item, FieldPath::Index(&path, i), out)? {
+                        return Ok(false);
+                    }
+                }
+                out.push(b']');
+            }
+            Value::Dict(entries) => {
+                // Converted in the dict's order, so that its first Unknown or error is the one
+                // met; written in key order, as `serde_json`'s map writes keys, a later value
+                // of a key replacing an earlier one.
+                let mut converted = Vec::new();
+                let mut pieces: Vec<(&str, usize, usize)> = Vec::with_capacity(entries.len());
+                for (key, item) in entries.iter() {
+                    let start = converted.len();
+                    if !self.collect_text(display, item, FieldPath::Key(&path, key), &mut converted)? {
+                        return Ok(false);
+                    }
+                    pieces.push((key, start, converted.len()));
+                }
+                pieces.sort_by(|a, b| a.0.cmp(b.0));
+                out.push(b'{');
+                let mut first = true;
+                for (n, &(key, start, end)) in pieces.iter().enumerate() {
+                    if pieces.get(n + 1).is_some_and(|next| next.0 == key) {
+                        continue;
+                    }
+                    if !first {
+                        out.push(b',');
+                    }
+                    first = false;
+                    write_json(out, key);
+                    out.push(b':');
+                    out.extend_from_slice(&converted[start..end]);
+                }
+                out.push(b'}');
+            }
+            Value::Unknown => return Ok(false),
+            Value::Instance(_) => {
+                return Err(format!(
+                    "{} in resource is not JSON serializable at path {}",
+                    display(value),
+                    path.render()
+                ));
+            }
+            Value::Reference(reference) => {
+                self.replace(reference, path.render())?;
+                out.extend_from_slice(b"null");
+            }
+        }
+        Ok(true)
+    }
+
+    /// Records a reference found at `path` and the `core::Replace` mutator that puts its
+    /// value there on the host.
+    fn replace(&mut self, reference: &Arc<Reference>, path: String) -> Result<(), String> {
+        let id = self.add_reference(reference)?;
+        self.mutators.push(serde_json::json!({
+            "type": "core::Replace",
+            "args": [
+                {"type": "resource", "name": "resource", "id": self.resource_id},
+                {"type": "reference", "name": "value", "id": id},
+                {"type": "literal", "name": "destination", "value": path},
+            ],
+        }));
+        Ok(())
     }
 
     /// Converts a value at `path` (`value`, `value[0]`, `value.'key'`), replacing references
@@ -154,15 +274,7 @@ impl ReferenceCollector {
                 return Err(format!("{} in resource is not JSON serializable at path {path}", display(value)));
             }
             Value::Reference(reference) => {
-                let id = self.add_reference(reference)?;
-                self.mutators.push(serde_json::json!({
-                    "type": "core::Replace",
-                    "args": [
-                        {"type": "resource", "name": "resource", "id": self.resource_id},
-                        {"type": "reference", "name": "value", "id": id},
-                        {"type": "literal", "name": "destination", "value": path},
-                    ],
-                }));
+                self.replace(reference, path)?;
                 Mapped::Json(Json::Null)
             }
         })
@@ -421,5 +533,60 @@ mod tests {
     fn dumps_like_python() {
         let value = serde_json::json!({"b": [1, 2.5, "é\n"], "a": null});
         assert_eq!(python_dumps_sorted(&value), r#"{"a": null, "b": [1, 2.5, "\u00e9\n"]}"#);
+    }
+
+    /// The JSON text the export writes for a value is the text of the JSON value `collect`
+    /// makes of it: the same keys in the same order, the same numbers and escapes, the same
+    /// references moved out, the same first Unknown or error.
+    #[test]
+    fn field_text_is_the_collected_json() {
+        let dict =
+            |entries: Vec<(&str, Value)>| Value::Dict(entries.into_iter().map(|(k, v)| (Arc::from(k), v)).collect());
+        let list = |items: Vec<Value>| Value::List(items.into());
+        let reference = Value::Reference(Arc::new(Reference {
+            class: "EnvironmentReference".to_string(),
+            module: "inmanta_plugins.std".to_string(),
+            args: vec![("name".to_string(), Value::str("SECRET_X"))],
+        }));
+        let values = [
+            Value::NULL,
+            Value::Bool(true),
+            Value::Int(-42),
+            Value::Float(2.5),
+            Value::Float(1e300),
+            Value::Float(-0.0),
+            Value::str("quote \" backslash \\ newline \n tab \t \u{1} é 😀"),
+            list(vec![Value::Int(1), list(vec![]), dict(vec![])]),
+            dict(vec![
+                ("b", Value::Int(1)),
+                ("a", list(vec![Value::str("x")])),
+                ("é", Value::NULL),
+                ("B", Value::Bool(false)),
+            ]),
+            dict(vec![("k", reference.clone()), ("l", list(vec![Value::Int(1), reference.clone()]))]),
+            list(vec![Value::Int(1), Value::Unknown, Value::BigInt(Arc::new(num_bigint::BigInt::from(1u8) << 70))]),
+            dict(vec![("z", Value::Unknown), ("a", Value::Float(f64::NAN))]),
+            dict(vec![("a", Value::Float(f64::INFINITY)), ("z", Value::Unknown)]),
+            list(vec![Value::Instance(0)]),
+        ];
+        let display = |v: &Value| format!("{v:?}");
+        for value in values {
+            let (mut by_value, mut by_text) =
+                (ReferenceCollector::new("r".into()), ReferenceCollector::new("r".into()));
+            let collected = by_value.collect(&display, &value, "f".to_string());
+            let mut text = Vec::new();
+            let written = by_text.collect_text(&display, &value, FieldPath::Field("f"), &mut text);
+            match (collected, written) {
+                (Ok(Mapped::Json(json)), Ok(true)) => {
+                    assert_eq!(String::from_utf8(text).unwrap(), serde_json::to_string(&json).unwrap(), "{value:?}")
+                }
+                (Ok(Mapped::Unknown), Ok(false)) => {}
+                (Err(a), Err(b)) => assert_eq!(a, b, "{value:?}"),
+                (a, b) => {
+                    panic!("{value:?}: collect gave {:?}, collect_text {b:?}", a.map(|m| matches!(m, Mapped::Json(_))))
+                }
+            }
+            assert_eq!(by_value.finish(), by_text.finish(), "{value:?}");
+        }
     }
 }
