@@ -638,6 +638,48 @@ mod tests {
         assert_eq!(Fields::from_order(&unsorted, &Fields::name_order(&names)), inserted);
     }
 
+    /// Fields whose names need escaping (an export file read back may have any) are found,
+    /// replaced and removed by name, and written as a map writes them.
+    #[test]
+    fn fields_with_any_names() {
+        let names = ["plain", "quote\"d", "back\\slash", "new\nline", "\u{1}", "é", "", "id", "requires", "zzz"];
+        let mut map = Map::new();
+        for (n, name) in names.iter().enumerate() {
+            map.insert(name.to_string(), serde_json::json!({"n": n, "name": name}));
+        }
+        let mut fields = Fields::from(map.clone());
+        assert_eq!(fields.len(), names.len());
+        assert_eq!(fields.to_map(), map);
+        for (n, name) in names.iter().enumerate() {
+            assert_eq!(fields.get(name), Some(serde_json::json!({"n": n, "name": name})), "{name:?}");
+        }
+        assert_eq!(fields.get("absent"), None);
+        assert_eq!(fields.value_text("plain"), Some(r#"{"n":0,"name":"plain"}"#));
+        fields.insert("quote\"d", Json::Bool(true));
+        assert_eq!(fields.value_text("quote\"d"), Some("true"));
+        assert_eq!(fields.remove("back\\slash"), Some(serde_json::json!({"n": 2, "name": "back\\slash"})));
+        assert_eq!(fields.get("back\\slash"), None);
+        assert_eq!(fields.len(), names.len() - 1);
+        // The graph writes them as the map of its fields with `id` and `requires` replaced.
+        let id = ResourceId {
+            entity_type: "std::testing::NullResource".to_string(),
+            agent: "a".to_string(),
+            attribute: "name".to_string(),
+            value: "x".to_string(),
+        };
+        let graph = ResourceGraph {
+            resources: vec![Resource { id, fields, requires: Vec::new(), undefined: false }],
+            ..ResourceGraph::default()
+        };
+        assert_eq!(graph.to_json_text(), serde_json::to_string(&graph.to_json()).unwrap());
+        // Read back, the file's `id` and `requires` are the resource's, not fields.
+        let read_back = ResourceGraph::from_json(&graph.to_json()).unwrap();
+        let mut expected = graph.resources[0].fields.to_map();
+        expected.remove("id");
+        expected.remove("requires");
+        assert_eq!(read_back.resources[0].fields.to_map(), expected);
+    }
+
     #[test]
     fn json_text_is_the_serialized_json_whatever_the_threads() {
         // Sizes around the batches of `write_json`: the separators between batches matter.
