@@ -202,9 +202,8 @@ impl Fields {
 
     /// Where fields of these names, given in this order, go in name order: their positions
     /// sorted by name, with only the last position of a repeated name, which is what
-    /// inserting them one by one keeps. Worked out once for every list of fields made the
-    /// same way (a resource type's), instead of sorting each list.
-    pub fn name_order(names: &[&str]) -> Vec<usize> {
+    /// inserting them one by one keeps.
+    fn name_order(names: &[&str]) -> Vec<usize> {
         let mut order: Vec<usize> = (0..names.len()).collect();
         // Stable: positions of one name stay in the order given, and the last one is kept.
         order.sort_by(|&a, &b| names[a].cmp(names[b]));
@@ -218,9 +217,9 @@ impl Fields {
         kept
     }
 
-    /// Fields given in any order, put in name order by `order`, from [`Fields::name_order`]
-    /// of their names: the same fields as inserting them one by one.
-    pub fn from_order(fields: &[(Cow<'static, str>, Json)], order: &[usize]) -> Fields {
+    /// Fields given in any order, put in name order: the same fields as inserting them one by
+    /// one.
+    pub fn from_order(fields: &[(Cow<'static, str>, Json)]) -> Fields {
         let mut values = Vec::new();
         let mut spans = Vec::with_capacity(fields.len());
         for (_, value) in fields {
@@ -229,36 +228,23 @@ impl Fields {
             spans.push((start, values.len()));
         }
         let names: Vec<&str> = fields.iter().map(|(name, _)| name.as_ref()).collect();
-        Fields::from_pieces(&names, &values, &spans, order)
+        Fields::from_layout(&FieldLayout::new(&names), &values, &spans)
     }
 
-    /// [`Fields::from_order`] of fields whose values are already JSON text: field `i` is named
-    /// `names[i]` and its value is `values[spans[i].0..spans[i].1]`, which must be JSON as
-    /// `serde_json` writes it. The text is written once, at its final size.
-    pub fn from_pieces(names: &[&str], values: &[u8], spans: &[(usize, usize)], order: &[usize]) -> Fields {
-        // A name is written as a JSON string: names with nothing to escape (every name of a
-        // resource type) take their length plus two quotes.
-        let plain = |name: &str| !name.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20);
-        let size: usize = order
-            .iter()
-            .map(|&i| {
-                let name = if plain(names[i]) {
-                    names[i].len() + 2
-                } else {
-                    serde_json::to_string(names[i]).map_or(0, |s| s.len())
-                };
-                name + 1 + (spans[i].1 - spans[i].0)
-            })
-            .sum::<usize>()
-            + order.len().saturating_sub(1);
+    /// Fields made in the order `layout` was worked out for, whose values are already JSON
+    /// text: the value of the `i`-th field made is `values[spans[i].0..spans[i].1]`, which
+    /// must be JSON as `serde_json` writes it. The text is written once, at its final size.
+    pub fn from_layout(layout: &FieldLayout, values: &[u8], spans: &[(usize, usize)]) -> Fields {
+        let size: usize =
+            layout.order.iter().zip(&layout.keys).map(|(&i, key)| key.len() + spans[i].1 - spans[i].0).sum::<usize>()
+                + layout.order.len().saturating_sub(1);
         let mut text = Vec::with_capacity(size);
-        let mut positions = Vec::with_capacity(order.len());
-        for &i in order {
+        let mut positions = Vec::with_capacity(layout.order.len());
+        for (&i, key) in layout.order.iter().zip(&layout.keys) {
             if !positions.is_empty() {
                 text.push(b',');
             }
-            write_json(&mut text, names[i]);
-            text.push(b':');
+            text.extend_from_slice(key);
             let start = text.len();
             text.extend_from_slice(&values[spans[i].0..spans[i].1]);
             positions.push((start, text.len()));
@@ -349,6 +335,34 @@ impl Fields {
     /// The text of the entries of fields `from..to`, joined by their commas.
     fn run(&self, from: usize, to: usize) -> &str {
         if from >= to { "" } else { &self.text[self.entry_start(from)..self.spans[to - 1].1] }
+    }
+}
+
+/// How fields made in one order (a resource type's) are put in name order, worked out once for
+/// every resource of the type instead of for each: where each field goes, and its key as JSON
+/// text (`"name":`).
+#[derive(Clone, Debug)]
+pub struct FieldLayout {
+    /// The positions, in the order made, of the fields in name order ([`Fields::name_order`]).
+    order: Vec<usize>,
+    /// The key of each field of `order`.
+    keys: Vec<Box<[u8]>>,
+}
+
+impl FieldLayout {
+    /// The layout of fields made with these names, in this order.
+    pub fn new(names: &[&str]) -> FieldLayout {
+        let order = Fields::name_order(names);
+        let keys = order
+            .iter()
+            .map(|&i| {
+                let mut key = Vec::with_capacity(names[i].len() + 3);
+                write_json(&mut key, names[i]);
+                key.push(b':');
+                key.into_boxed_slice()
+            })
+            .collect();
+        FieldLayout { order, keys }
     }
 }
 
@@ -632,10 +646,9 @@ mod tests {
         for (name, value) in given {
             inserted.insert(name, Json::from(value));
         }
-        let names: Vec<&str> = given.iter().map(|&(name, _)| name).collect();
         let unsorted: Vec<(Cow<'static, str>, Json)> =
             given.iter().map(|&(name, value)| (Cow::Borrowed(name), Json::from(value))).collect();
-        assert_eq!(Fields::from_order(&unsorted, &Fields::name_order(&names)), inserted);
+        assert_eq!(Fields::from_order(&unsorted), inserted);
     }
 
     /// Fields whose names need escaping (an export file read back may have any) are found,

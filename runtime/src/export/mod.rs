@@ -305,7 +305,7 @@ impl<'m> Exporter<'m> {
         let mut work: Vec<(&ResourceType, usize, u32)> = Vec::new();
         // Per registered type, where each field map_resource makes goes in name order (worked
         // out once per type, not sorted per resource).
-        let mut orders: Vec<Vec<usize>> = Vec::new();
+        let mut layouts: Vec<crate::graph::FieldLayout> = Vec::new();
         let mut unsupported = None;
         for registration in &registered {
             let Some(entity) = program.entity_by_name(&registration.name) else { continue };
@@ -318,9 +318,9 @@ impl<'m> Exporter<'m> {
                 }
                 continue;
             };
-            let order = orders.len();
-            orders.push(crate::graph::Fields::name_order(&mapped_field_names(ty)));
-            work.extend(instances.into_iter().map(|instance| (ty, order, instance)));
+            let layout = layouts.len();
+            layouts.push(crate::graph::FieldLayout::new(&mapped_field_names(ty)));
+            work.extend(instances.into_iter().map(|instance| (ty, layout, instance)));
         }
         // Mapping a resource reads the model and nothing else, so the resources are mapped in
         // parallel on rayon's pool. The outcome is then taken in export order, so the first
@@ -328,7 +328,7 @@ impl<'m> Exporter<'m> {
         let id_hasher = &self.id_hasher;
         let mapped: Vec<Result<Mapping, Stop>> = work
             .par_iter()
-            .map(|&(ty, order, instance)| Self::map_resource(model, id_hasher, ty, &orders[order], instance))
+            .map(|&(ty, layout, instance)| Self::map_resource(model, id_hasher, ty, &layouts[layout], instance))
             .collect();
         // Sized once: grown by doubling, the vectors would hold the old and the new buffer
         // at once, next to every mapped resource.
@@ -360,13 +360,13 @@ impl<'m> Exporter<'m> {
     }
 
     /// Builds one resource: its id, then every field, evaluated in [`mapping_order`] and kept
-    /// in name order (`order`, the `Fields::name_order` of `mapped_field_names`). Reads the
+    /// in name order (`layout`, the `FieldLayout` of `mapped_field_names`). Reads the
     /// model and nothing else.
     fn map_resource(
         model: &Model,
         id_hasher: &hashbrown::DefaultHashBuilder,
         ty: &ResourceType,
-        order: &[usize],
+        layout: &crate::graph::FieldLayout,
         instance: u32,
     ) -> Result<Mapping, Stop> {
         let location = model.location_of(instance);
@@ -379,8 +379,8 @@ impl<'m> Exporter<'m> {
         let mut id_text = String::new();
         let id_hash = id_text_hash(id_hasher, &id, &mut id_text);
         let mut collector = values::ReferenceCollector::new(id_text);
-        // The fields' JSON text, in the order they are mapped, put in name order at the end.
-        let mut names: Vec<&str> = Vec::with_capacity(ty.fields.len());
+        // The fields' JSON text, in the order they are mapped (that of `mapped_field_names`),
+        // put in name order at the end.
         let mut text: Vec<u8> = Vec::with_capacity(512);
         let mut spans: Vec<(usize, usize)> = Vec::with_capacity(ty.fields.len());
         let mut undefined = false;
@@ -408,17 +408,15 @@ impl<'m> Exporter<'m> {
                 text.truncate(start);
                 write_json(&mut text, crate::graph::UNDEFINED);
             }
-            names.push(name);
             spans.push((start, text.len()));
         }
         let (references, mutators) = collector.finish();
-        for (name, list) in [("references", references), ("mutators", mutators)] {
+        for list in [references, mutators] {
             let start = text.len();
             write_json(&mut text, &list);
-            names.push(name);
             spans.push((start, text.len()));
         }
-        let fields = crate::graph::Fields::from_pieces(&names, &text, &spans, order);
+        let fields = crate::graph::Fields::from_layout(layout, &text, &spans);
         Ok(Mapping { resource: Resource { id, fields, requires: Vec::new(), undefined }, id_hash, files })
     }
 
@@ -694,7 +692,7 @@ mod tests {
 
     /// Put in name order by the type's order, as `map_resource` does.
     fn ordered(ty: &ResourceType) -> Fields {
-        Fields::from_order(&made(ty), &Fields::name_order(&mapped_field_names(ty)))
+        Fields::from_order(&made(ty))
     }
 
     /// The same fields inserted one by one, in the order made.
