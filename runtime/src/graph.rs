@@ -167,7 +167,7 @@ impl Fields {
     }
 
     fn position(&self, name: &str) -> Result<usize, usize> {
-        // Not `binary_search_by`: the names are compared as read, one at a time.
+        // The names are not a slice to search: each is read from the text as it is compared.
         let (mut low, mut high) = (0, self.spans.len());
         while low < high {
             let middle = (low + high) / 2;
