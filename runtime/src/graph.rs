@@ -545,8 +545,8 @@ impl ResourceGraph {
             let Json::Object(object) = item else {
                 return Err(format!("resource {n}: not a JSON object"));
             };
-            let mut fields = Fields::from(object.clone());
-            let id_text = match fields.remove("id") {
+            let mut object = object.clone();
+            let id_text = match object.remove("id") {
                 Some(Json::String(s)) => s,
                 _ => return Err(format!("resource {n}: no `id` string")),
             };
@@ -554,7 +554,7 @@ impl ResourceGraph {
             if let Some(v) = id_text.rsplit_once(",v=").and_then(|(_, v)| v.parse().ok()) {
                 graph.version = v;
             }
-            let requires = match fields.remove("requires") {
+            let requires = match object.remove("requires") {
                 Some(Json::Array(list)) => list
                     .into_iter()
                     .map(|r| match r {
@@ -565,7 +565,8 @@ impl ResourceGraph {
                 None => Vec::new(),
                 Some(other) => return Err(format!("resource {id}: requires is {other}, not a list")),
             };
-            let undefined = fields.iter().any(|(_, v)| v.as_str() == Some(UNDEFINED));
+            let undefined = object.values().any(|v| v.as_str() == Some(UNDEFINED));
+            let fields = Fields::from(object);
             if by_id.insert(id.clone(), graph.resources.len()).is_some() {
                 return Err(format!("resource {id} exists more than once"));
             }
