@@ -123,11 +123,24 @@ impl Model {
 
     /// The value of attribute `name` of an instance, as a plugin's proxy reads it.
     pub(crate) fn read(&self, instance: u32, name: &str) -> Read {
+        self.read_symbol(instance, self.symbol(name))
+    }
+
+    /// The symbol of a name, if the program has it: for reading the same attribute of many
+    /// instances without finding its name each time.
+    pub(crate) fn symbol(&self, name: &str) -> Option<Symbol> {
         let program = self.program();
         let symbols = self.symbols.get_or_init(|| {
             program.names.iter().enumerate().map(|(i, name)| (name.clone(), Symbol::from_u32(i as u32))).collect()
         });
-        let Some(cell) = symbols.get(name).and_then(|&symbol| self.machine.slot(instance, symbol)) else {
+        symbols.get(name).copied()
+    }
+
+    /// [`Self::read`] of the attribute named by `symbol` (`None`: a name the program does not
+    /// have).
+    pub(crate) fn read_symbol(&self, instance: u32, symbol: Option<Symbol>) -> Read {
+        let program = self.program();
+        let Some(cell) = symbol.and_then(|symbol| self.machine.slot(instance, symbol)) else {
             return Read::Missing;
         };
         let Some((_, attr)) = self.machine.cell_owner(cell) else { return Read::Missing };
@@ -208,6 +221,14 @@ pub(crate) enum Mapped {
     Json(serde_json::Value),
     /// The value is or contains an Unknown: the field becomes `"<<undefined>>"`.
     Unknown,
+}
+
+/// What mapping the resources of one type needs, worked out once for the type.
+struct TypePlan {
+    /// Where each field goes in name order, and its key.
+    layout: crate::graph::FieldLayout,
+    /// The symbol of each field of [`mapping_order`], in that order.
+    symbols: Vec<Option<Symbol>>,
 }
 
 /// Why mapping one resource failed or stopped.
@@ -303,9 +324,9 @@ impl<'m> Exporter<'m> {
         // What to map, in export order: the instances of each registered type, up to the first
         // type weft cannot export (an error once it is reached).
         let mut work: Vec<(&ResourceType, usize, u32)> = Vec::new();
-        // Per registered type, where each field map_resource makes goes in name order (worked
-        // out once per type, not sorted per resource).
-        let mut layouts: Vec<crate::graph::FieldLayout> = Vec::new();
+        // Per registered type, worked out once rather than for each resource: where each field
+        // map_resource makes goes in name order, and the symbols of the fields it reads.
+        let mut plans: Vec<TypePlan> = Vec::new();
         let mut unsupported = None;
         for registration in &registered {
             let Some(entity) = program.entity_by_name(&registration.name) else { continue };
@@ -318,9 +339,12 @@ impl<'m> Exporter<'m> {
                 }
                 continue;
             };
-            let layout = layouts.len();
-            layouts.push(crate::graph::FieldLayout::new(&mapped_field_names(ty)));
-            work.extend(instances.into_iter().map(|instance| (ty, layout, instance)));
+            let plan = plans.len();
+            plans.push(TypePlan {
+                layout: crate::graph::FieldLayout::new(&mapped_field_names(ty)),
+                symbols: mapping_order(ty).map(|&(name, _)| model.symbol(name)).collect(),
+            });
+            work.extend(instances.into_iter().map(|instance| (ty, plan, instance)));
         }
         // Mapping a resource reads the model and nothing else, so the resources are mapped in
         // parallel on rayon's pool. The outcome is then taken in export order, so the first
@@ -328,7 +352,7 @@ impl<'m> Exporter<'m> {
         let id_hasher = &self.id_hasher;
         let mapped: Vec<Result<Mapping, Stop>> = work
             .par_iter()
-            .map(|&(ty, layout, instance)| Self::map_resource(model, id_hasher, ty, &layouts[layout], instance))
+            .map(|&(ty, plan, instance)| Self::map_resource(model, id_hasher, ty, &plans[plan], instance))
             .collect();
         // Sized once: grown by doubling, the vectors would hold the old and the new buffer
         // at once, next to every mapped resource.
@@ -360,13 +384,13 @@ impl<'m> Exporter<'m> {
     }
 
     /// Builds one resource: its id, then every field, evaluated in [`mapping_order`] and kept
-    /// in name order (`layout`, the `FieldLayout` of `mapped_field_names`). Reads the
+    /// in name order (`plan.layout`, the `FieldLayout` of `mapped_field_names`). Reads the
     /// model and nothing else.
     fn map_resource(
         model: &Model,
         id_hasher: &hashbrown::DefaultHashBuilder,
         ty: &ResourceType,
-        layout: &crate::graph::FieldLayout,
+        plan: &TypePlan,
         instance: u32,
     ) -> Result<Mapping, Stop> {
         let location = model.location_of(instance);
@@ -385,7 +409,7 @@ impl<'m> Exporter<'m> {
         let mut spans: Vec<(usize, usize)> = Vec::with_capacity(ty.fields.len());
         let mut undefined = false;
         let mut files = Vec::new();
-        for &(name, getter) in mapping_order(ty) {
+        for (&(name, getter), &symbol) in mapping_order(ty).zip(&plan.symbols) {
             let start = text.len();
             let known = match getter {
                 Getter::FileHash => match fs::file_content(model, instance, location)? {
@@ -401,7 +425,7 @@ impl<'m> Exporter<'m> {
                         true
                     }
                 },
-                _ => values::map_field(model, ty, name, instance, &mut collector, &mut text)?,
+                _ => values::map_field(model, ty, (name, getter), symbol, instance, &mut collector, &mut text)?,
             };
             if !known {
                 undefined = true;
@@ -416,7 +440,7 @@ impl<'m> Exporter<'m> {
             write_json(&mut text, &list);
             spans.push((start, text.len()));
         }
-        let fields = crate::graph::Fields::from_layout(layout, &text, &spans);
+        let fields = crate::graph::Fields::from_layout(&plan.layout, &text, &spans);
         Ok(Mapping { resource: Resource { id, fields, requires: Vec::new(), undefined }, id_hash, files })
     }
 

@@ -4,27 +4,28 @@ use std::sync::Arc;
 
 use md5::{Digest, Md5};
 use serde_json::{Map, Value as Json};
-use weft_ir::ErrorKind;
 use weft_ir::value::{Reference, Value, float_repr};
+use weft_ir::{ErrorKind, Symbol};
 
 use super::types::{Getter, ResourceType};
 use super::{Mapped, Model, Read, Stop, error_at};
 use crate::graph::write_json;
 use crate::plugins::json::write_string;
 
-/// Maps field `name` of a resource instance: the type's getter, then the conversion to JSON
-/// text, appended to `out`, with the references moved into `collector`. False when the value
-/// is or holds an Unknown (the field is then `"<<undefined>>"`, and what was appended is to be
-/// dropped). (The id attribute is read by [`super::id`].)
+/// Maps field `name` of a resource instance with its getter, then converts it to JSON text,
+/// appended to `out`, with the references moved into `collector`. False when the value is or
+/// holds an Unknown (the field is then `"<<undefined>>"`, and what was appended is to be
+/// dropped). `symbol` is `name`'s (`Model::symbol`), found once per type rather than for every
+/// resource. (The id attribute is read by [`super::id`].)
 pub(crate) fn map_field(
     model: &Model,
     ty: &ResourceType,
-    name: &str,
+    (name, getter): (&str, Getter),
+    symbol: Option<Symbol>,
     instance: u32,
     collector: &mut ReferenceCollector,
     out: &mut Vec<u8>,
 ) -> Result<bool, Stop> {
-    let getter = ty.fields.iter().find(|(field, _)| *field == name).map_or(Getter::Attr, |(_, g)| *g);
     let location = model.location_of(instance);
     let failed = |cause: String| {
         Stop::Error(error_at(
@@ -34,7 +35,7 @@ pub(crate) fn map_field(
         ))
     };
     let value = match getter {
-        Getter::Attr => match model.read(instance, name) {
+        Getter::Attr => match model.read_symbol(instance, symbol) {
             Read::Value(value) => value,
             Read::Missing => {
                 return Err(Stop::Error(error_at(
@@ -57,11 +58,11 @@ pub(crate) fn map_field(
                 )));
             }
         },
-        Getter::SendEvent | Getter::ReportOnly | Getter::ReceiveEvents => match model.read(instance, name) {
+        Getter::SendEvent | Getter::ReportOnly | Getter::ReceiveEvents => match model.read_symbol(instance, symbol) {
             Read::Value(value) => value,
             _ => Value::Bool(getter == Getter::ReceiveEvents),
         },
-        Getter::Managed => match model.read(instance, name) {
+        Getter::Managed => match model.read_symbol(instance, symbol) {
             Read::Value(Value::Bool(false)) => return Err(Stop::Ignore),
             Read::Value(value) => value,
             _ => return Err(failed(format!("'{}' object has no attribute 'managed'", ty.name))),
