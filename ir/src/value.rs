@@ -27,10 +27,25 @@ pub enum Value {
     /// An integer outside the `i64` range; never holds a value that fits in `i64`.
     BigInt(Arc<BigInt>),
     Float(f64),
-    Str(Arc<str>),
+    /// Which allocation a string is tells which Python object it is (see
+    /// [`Value::same_str_object`]); an artifact keeps that (`codec::sharing`).
+    Str(
+        #[serde(
+            serialize_with = "crate::artifact::codec::sharing::serialize_str",
+            deserialize_with = "crate::artifact::codec::sharing::deserialize_str"
+        )]
+        Arc<str>,
+    ),
     List(Arc<[Value]>),
-    /// Keys are strings and keep insertion order, as Python dicts do.
-    Dict(Arc<[(Arc<str>, Value)]>),
+    /// Keys are strings and keep insertion order, as Python dicts do. Which allocation a dict
+    /// is tells which Python object it is, as for strings.
+    Dict(
+        #[serde(
+            serialize_with = "crate::artifact::codec::sharing::serialize_dict",
+            deserialize_with = "crate::artifact::codec::sharing::deserialize_dict"
+        )]
+        Arc<[(Arc<str>, Value)]>,
+    ),
     /// An entity instance, by its index in the evaluator's instance table. Instances compare
     /// by identity.
     Instance(u32),

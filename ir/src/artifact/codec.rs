@@ -23,6 +23,13 @@
 //!
 //! [`Value`]: crate::value::Value
 //!
+//! Values keep which of their parts are one object. A string or dict constant that several
+//! places of a program share (an attribute's default, copied into each constructor that uses
+//! it) is one allocation in memory, and the evaluator takes one allocation for one Python
+//! object: a `for` loop skips an element it has seen by `id()`. serde writes an `Arc`'s
+//! contents wherever it appears, so [`sharing`] writes a string or dict the first time and a
+//! back-reference to it after that, within one [`encode`] or [`decode`].
+//!
 //! Because the encoding is not self-describing, serde attributes that rely on field names or on
 //! missing fields (`#[serde(default)]` on a field, `flatten`, `skip_serializing_if`, untagged
 //! enums) do not work as they do in JSON: a value must be decoded with exactly the type it was
@@ -48,7 +55,7 @@ fn config() -> impl Config {
 /// its length up front (which bincode cannot encode). Derived implementations and the standard
 /// collections never do either, so this is a bug in a hand-written implementation.
 pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
-    match bincode::serde::encode_to_vec(value, config()) {
+    match sharing::within_session(|| bincode::serde::encode_to_vec(value, config())) {
         Ok(bytes) => bytes,
         Err(e) => panic!("cannot encode artifact metadata: {e}"),
     }
@@ -61,8 +68,8 @@ pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
 /// [`DECODE_LIMIT`] bytes of strings and byte buffers. Never panics, whatever `bytes` holds.
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
     let mut decoder = bincode::serde::BorrowedSerdeDecoder::from_slice(bytes, config(), ());
-    let value =
-        T::deserialize(depth::Guard::new(decoder.as_deserializer())).map_err(|e| CodecError(Problem::Decode(e)))?;
+    let value = sharing::within_session(|| T::deserialize(depth::Guard::new(decoder.as_deserializer())))
+        .map_err(|e| CodecError(Problem::Decode(e)))?;
     // The decoder does not say how far it read, so decoding anything more from what is left
     // tells whether there is anything left: a single byte always decodes as a `u8`.
     match u8::deserialize(decoder.as_deserializer()) {
@@ -334,6 +341,139 @@ mod depth {
     }
 }
 
+/// Strings and dicts of [`Value`]s written once per allocation within one encode, and read
+/// back as one allocation ([`Value`]'s `Str` and `Dict` use these through `#[serde(with)]`).
+/// Outside an [`encode`] or [`decode`] (serde_json, say), or for a human-readable format, a
+/// value is written whole every time, as serde writes an `Arc`.
+///
+/// A shared part is numbered when its contents have been written (or read), so a dict inside
+/// a dict gets its number first on both sides.
+///
+/// [`Value`]: crate::value::Value
+pub(crate) mod sharing {
+    use std::cell::RefCell;
+    use std::collections::HashMap;
+    use std::sync::Arc;
+
+    use serde::de::Error as _;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use crate::value::Value;
+
+    type Dict = Arc<[(Arc<str>, Value)]>;
+
+    /// What one encode or decode has seen.
+    #[derive(Default)]
+    struct Session {
+        /// Encoding: the number of each string and dict allocation written, by address.
+        written_strs: HashMap<usize, u32>,
+        written_dicts: HashMap<usize, u32>,
+        /// Decoding: the strings and dicts read, by number.
+        read_strs: Vec<Arc<str>>,
+        read_dicts: Vec<Dict>,
+    }
+
+    thread_local! {
+        static SESSION: RefCell<Option<Session>> = const { RefCell::new(None) };
+    }
+
+    /// Runs `f` with a fresh session, and puts back whatever session there was after.
+    pub(super) fn within_session<R>(f: impl FnOnce() -> R) -> R {
+        struct Restore(Option<Session>);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                let previous = self.0.take();
+                SESSION.with(|session| *session.borrow_mut() = previous);
+            }
+        }
+        let _restore = Restore(SESSION.with(|session| session.borrow_mut().replace(Session::default())));
+        f()
+    }
+
+    fn with_session<R>(f: impl FnOnce(&mut Session) -> R) -> Option<R> {
+        SESSION.with(|session| session.borrow_mut().as_mut().map(f))
+    }
+
+    /// A shared part as written: its contents the first time, its number after.
+    #[derive(Serialize, Deserialize)]
+    enum Shared<T> {
+        New(T),
+        Seen(u32),
+    }
+
+    fn address<T: ?Sized>(arc: &Arc<T>) -> usize {
+        Arc::as_ptr(arc) as *const u8 as usize
+    }
+
+    pub(crate) fn serialize_str<S: Serializer>(s: &Arc<str>, serializer: S) -> Result<S::Ok, S::Error> {
+        if serializer.is_human_readable() {
+            return serializer.serialize_str(s);
+        }
+        let key = address(s);
+        match with_session(|session| session.written_strs.get(&key).copied()).flatten() {
+            Some(number) => Shared::<&str>::Seen(number).serialize(serializer),
+            None => {
+                let written = Shared::New(&**s).serialize(serializer)?;
+                with_session(|session| {
+                    let number = session.written_strs.len() as u32;
+                    session.written_strs.insert(key, number);
+                });
+                Ok(written)
+            }
+        }
+    }
+
+    pub(crate) fn deserialize_str<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Arc<str>, D::Error> {
+        if deserializer.is_human_readable() {
+            return Ok(Arc::from(String::deserialize(deserializer)?));
+        }
+        match Shared::<String>::deserialize(deserializer)? {
+            Shared::New(s) => {
+                let s: Arc<str> = Arc::from(s);
+                with_session(|session| session.read_strs.push(s.clone()));
+                Ok(s)
+            }
+            Shared::Seen(number) => with_session(|session| session.read_strs.get(number as usize).cloned())
+                .flatten()
+                .ok_or_else(|| D::Error::custom(format!("string {number} is named before it was read"))),
+        }
+    }
+
+    pub(crate) fn serialize_dict<S: Serializer>(dict: &Dict, serializer: S) -> Result<S::Ok, S::Error> {
+        if serializer.is_human_readable() {
+            return dict.serialize(serializer);
+        }
+        let key = address(dict);
+        match with_session(|session| session.written_dicts.get(&key).copied()).flatten() {
+            Some(number) => Shared::<&[(Arc<str>, Value)]>::Seen(number).serialize(serializer),
+            None => {
+                let written = Shared::New(&**dict).serialize(serializer)?;
+                with_session(|session| {
+                    let number = session.written_dicts.len() as u32;
+                    session.written_dicts.insert(key, number);
+                });
+                Ok(written)
+            }
+        }
+    }
+
+    pub(crate) fn deserialize_dict<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Dict, D::Error> {
+        if deserializer.is_human_readable() {
+            return Dict::deserialize(deserializer);
+        }
+        match Shared::<Vec<(Arc<str>, Value)>>::deserialize(deserializer)? {
+            Shared::New(entries) => {
+                let dict: Dict = Arc::from(entries);
+                with_session(|session| session.read_dicts.push(dict.clone()));
+                Ok(dict)
+            }
+            Shared::Seen(number) => with_session(|session| session.read_dicts.get(number as usize).cloned())
+                .flatten()
+                .ok_or_else(|| D::Error::custom(format!("dict {number} is named before it was read"))),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -505,5 +645,47 @@ mod tests {
                 format!("cannot decode artifact metadata: the data nests deeper than {MAX_DEPTH} levels")
             );
         }
+    }
+
+    /// A string or dict that several places share is one allocation again after a round
+    /// trip, and equal ones that were apart stay apart: which allocation a value is tells
+    /// which Python object it is.
+    #[test]
+    fn shared_values_stay_shared() {
+        use crate::value::Value;
+        use std::sync::Arc;
+        let shared_str: Arc<str> = Arc::from("a default");
+        let shared_dict: Arc<[(Arc<str>, Value)]> =
+            Arc::from(vec![(Arc::from("k"), Value::Dict(Arc::from(vec![(Arc::from("j"), Value::Int(1))])))]);
+        let values = vec![
+            Value::Str(shared_str.clone()),
+            Value::Str(Arc::from("a default")),
+            Value::List(Arc::from(vec![Value::Str(shared_str.clone()), Value::Dict(shared_dict.clone())])),
+            Value::Dict(shared_dict.clone()),
+            Value::Dict(Arc::from(shared_dict.to_vec())),
+        ];
+        let decoded: Vec<Value> = decode(&encode(&values)).unwrap();
+        let (Value::Str(a), Value::Str(b), Value::List(list), Value::Dict(d), Value::Dict(e)) =
+            (&decoded[0], &decoded[1], &decoded[2], &decoded[3], &decoded[4])
+        else {
+            panic!("{decoded:?}")
+        };
+        let (Value::Str(c), Value::Dict(f)) = (&list[0], &list[1]) else { panic!("{list:?}") };
+        assert!(Arc::ptr_eq(a, c) && !Arc::ptr_eq(a, b) && &**a == "a default" && **b == **a);
+        assert!(Arc::ptr_eq(d, f) && !Arc::ptr_eq(d, e));
+        assert_eq!(format!("{decoded:?}"), format!("{values:?}"));
+    }
+
+    /// A back-reference to a string not read yet is an error, not a panic.
+    #[test]
+    fn unknown_back_references_are_rejected() {
+        use crate::value::Value;
+        // A list of one string ends with `Shared::New` (0), the length 1 and "x": make it
+        // `Shared::Seen` (1) of string 7.
+        let mut bytes = encode(&vec![Value::str("x")]);
+        bytes.truncate(bytes.len() - 3);
+        bytes.extend_from_slice(&[1, 7]);
+        let error = decode::<Vec<Value>>(&bytes).unwrap_err().to_string();
+        assert!(error.contains("string 7 is named before it was read"), "{error}");
     }
 }

@@ -73,8 +73,9 @@ pub const MAGIC: [u8; 8] = *b"\x89WEFT\r\n\n";
 /// cheap to rebuild, and a reader that guessed at an unknown layout could run garbage.
 ///
 /// Version 2: a `null` carries its identity (`NullId`). Version 3: a typedef's constraint
-/// carries its text for messages.
-pub const FORMAT_VERSION: u32 = 3;
+/// carries its text for messages. Version 4: a string or dict constant that several places
+/// share is written once (`codec::sharing`).
+pub const FORMAT_VERSION: u32 = 4;
 
 /// The length of the fixed header, which the section table follows.
 pub const HEADER_LEN: usize = 96;
@@ -868,7 +869,7 @@ mod tests {
         let artifact = Artifact::parse(&bytes).unwrap();
         assert_eq!(bytes.len(), 240);
         assert_eq!(&bytes[0..8], b"\x89WEFT\r\n\n");
-        assert_eq!(bytes[8..12], 3u32.to_le_bytes());
+        assert_eq!(bytes[8..12], FORMAT_VERSION.to_le_bytes());
         assert_eq!(bytes[12..16], 5u32.to_le_bytes());
         assert_eq!(bytes[16..20], 3u32.to_le_bytes());
         assert_eq!(bytes[20..24], [0; 4]);
@@ -916,7 +917,7 @@ mod tests {
             ("text", b"hello".to_vec(), format!("not a weft artifact (the file starts with 68 65 6c 6c 6f, which looks like text, expected {magic})")),
             ("json", b" {\"a\": 1}\n".to_vec(), format!("not a weft artifact (the file starts with 20 7b 22 61 22 3a 20 31, which looks like JSON or other text, expected {magic})")),
             ("binary", vec![0, 1, 2, 0xff], format!("not a weft artifact (the file starts with 00 01 02 ff, expected {magic})")),
-            ("crlf to lf", [&good[..5], &good[6..]].concat(), format!("not a weft artifact (the file starts with 89 57 45 46 54 0a 0a 03, which looks like a weft artifact whose line endings were converted (copy it in binary mode), expected {magic})")),
+            ("crlf to lf", [&good[..5], &good[6..]].concat(), format!("not a weft artifact (the file starts with 89 57 45 46 54 0a 0a {FORMAT_VERSION:02x}, which looks like a weft artifact whose line endings were converted (copy it in binary mode), expected {magic})")),
             ("lf to crlf", [&good[..7], b"\r", &good[7..]].concat(), format!("not a weft artifact (the file starts with 89 57 45 46 54 0d 0a 0d, which looks like a weft artifact whose line endings were converted (copy it in binary mode), expected {magic})")),
             ("version", with(&good, 8, &7u32.to_le_bytes()), format!("artifact format version 7, this weft reads version {FORMAT_VERSION} (rebuild the artifact with this weft)")),
             ("target", with(&good, 64, &foreign_target), format!("artifact built for sparc64-solaris-be, this host is {host}")),

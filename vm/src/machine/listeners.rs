@@ -68,7 +68,8 @@ impl Machine {
                     Value::Bool(b) => IdentityKey::Bool(*b),
                     Value::Int(i) if (-5..=256).contains(i) => IdentityKey::SmallInt(*i),
                     Value::Str(s) if is_shared_python_str(s) => IdentityKey::SharedStr(s.clone()),
-                    Value::Str(s) => IdentityKey::Str(StrIdentity(s.clone())),
+                    Value::Str(s) => IdentityKey::Str(SameObject(s.clone())),
+                    Value::Dict(d) => IdentityKey::Dict(SameObject(d.clone())),
                     Value::Instance(i) => IdentityKey::Instance(*i),
                     _ => {
                         self.unique += 1;

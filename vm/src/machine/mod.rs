@@ -673,26 +673,35 @@ enum IdentityKey {
     Bool(bool),
     SmallInt(i64),
     SharedStr(Arc<str>),
-    Str(StrIdentity),
+    Str(SameObject<str>),
+    /// A dict is one object wherever it is read from: an attribute read twice, a variable,
+    /// a constant literal (which the reference evaluates to one object, as weft shares one
+    /// allocation for it).
+    Dict(SameObject<[(Arc<str>, Value)]>),
     Instance(u32),
     Unique(u64),
 }
 
-/// A string compared by the address of its allocation: two values are the same object when
-/// they share it. The key holds the string, so the address cannot be reused by another while
+/// A value compared by the address of its allocation: two values are the same object when
+/// they share it. The key holds the value, so the address cannot be reused by another while
 /// the key exists.
-#[derive(Clone)]
-struct StrIdentity(Arc<str>);
+struct SameObject<T: ?Sized>(Arc<T>);
 
-impl PartialEq for StrIdentity {
+impl<T: ?Sized> Clone for SameObject<T> {
+    fn clone(&self) -> Self {
+        SameObject(Arc::clone(&self.0))
+    }
+}
+
+impl<T: ?Sized> PartialEq for SameObject<T> {
     fn eq(&self, other: &Self) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
     }
 }
 
-impl Eq for StrIdentity {}
+impl<T: ?Sized> Eq for SameObject<T> {}
 
-impl std::hash::Hash for StrIdentity {
+impl<T: ?Sized> std::hash::Hash for SameObject<T> {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         std::ptr::hash(Arc::as_ptr(&self.0) as *const u8, state);
     }
