@@ -1117,6 +1117,19 @@ class ModelGen:
             items = [self.pick([q("web"), q("p"), "1000", "7", "null", "true", q("ab"), "1.5"])
                      for _ in range(r.randint(2, 5))]
             items += r.sample(items, r.randint(1, len(items)))
+            # Values that are, or are not, the object of a string read twice: CPython returns a
+            # string itself from a format of it alone, `+ ""`, a replace that finds nothing, a
+            # slice of all of it; a dict variable is one object, two literals are two.
+            strs = [x for x in self.pool if x.typ == STR and x.ref]
+            if strs and self.chance(0.35):
+                s = self.pick(strs).text
+                forms = [s, f'f"{{{s}}}"', f'{s} + ""', f'std::replace({s}, "zz", "y")',
+                         f'std::limit({s}, 50)', f'std::format("{{}}", {s})', f'std::upper({s})']
+                items += [self.pick(forms) for _ in range(r.randint(2, 4))]
+            if self.chance(0.2):
+                d = self.new_var("dv")
+                self.top.append([f'{d} = {{"k": {r.randint(0, 9)}}}'])
+                items += [d, d, self.pick([d, '{"k": 1}'])]
             if "null-dups" in self.avoid and items.count("null") > 1:
                 first = items.index("null")
                 items = [x for i, x in enumerate(items) if x != "null" or i == first]
