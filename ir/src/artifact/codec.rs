@@ -401,76 +401,74 @@ pub(crate) mod sharing {
         Seen(u32),
     }
 
-    fn address<T: ?Sized>(arc: &Arc<T>) -> usize {
-        Arc::as_ptr(arc) as *const u8 as usize
+    /// Writes a shared part: whole the first time its allocation is met (numbered in
+    /// `written`), its number after.
+    fn serialize_shared<T: ?Sized + Serialize, S: Serializer>(
+        arc: &Arc<T>,
+        written: fn(&mut Session) -> &mut HashMap<usize, u32>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        if serializer.is_human_readable() {
+            return (**arc).serialize(serializer);
+        }
+        let key = Arc::as_ptr(arc) as *const u8 as usize;
+        match with_session(|session| written(session).get(&key).copied()).flatten() {
+            Some(number) => Shared::<&T>::Seen(number).serialize(serializer),
+            None => {
+                let done = Shared::New(&**arc).serialize(serializer)?;
+                with_session(|session| {
+                    let table = written(session);
+                    let number = table.len() as u32;
+                    table.insert(key, number);
+                });
+                Ok(done)
+            }
+        }
+    }
+
+    /// Reads a shared part written by [`serialize_shared`]: `Owned` is how its contents
+    /// decode, `read` the parts read so far, `what` names the kind in errors.
+    fn deserialize_shared<'de, T: ?Sized, Owned: Deserialize<'de>, D: Deserializer<'de>>(
+        read: fn(&mut Session) -> &mut Vec<Arc<T>>,
+        what: &str,
+        deserializer: D,
+    ) -> Result<Arc<T>, D::Error>
+    where
+        Arc<T>: From<Owned>,
+    {
+        if deserializer.is_human_readable() {
+            return Ok(Arc::from(Owned::deserialize(deserializer)?));
+        }
+        match Shared::<Owned>::deserialize(deserializer)? {
+            Shared::New(contents) => {
+                let arc: Arc<T> = Arc::from(contents);
+                with_session(|session| read(session).push(arc.clone()));
+                Ok(arc)
+            }
+            Shared::Seen(number) => with_session(|session| read(session).get(number as usize).cloned())
+                .flatten()
+                .ok_or_else(|| D::Error::custom(format!("{what} {number} is named before it was read"))),
+        }
     }
 
     pub(crate) fn serialize_str<S: Serializer>(s: &Arc<str>, serializer: S) -> Result<S::Ok, S::Error> {
-        if serializer.is_human_readable() {
-            return serializer.serialize_str(s);
-        }
-        let key = address(s);
-        match with_session(|session| session.written_strs.get(&key).copied()).flatten() {
-            Some(number) => Shared::<&str>::Seen(number).serialize(serializer),
-            None => {
-                let written = Shared::New(&**s).serialize(serializer)?;
-                with_session(|session| {
-                    let number = session.written_strs.len() as u32;
-                    session.written_strs.insert(key, number);
-                });
-                Ok(written)
-            }
-        }
+        serialize_shared(s, |session| &mut session.written_strs, serializer)
     }
 
     pub(crate) fn deserialize_str<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Arc<str>, D::Error> {
-        if deserializer.is_human_readable() {
-            return Ok(Arc::from(String::deserialize(deserializer)?));
-        }
-        match Shared::<String>::deserialize(deserializer)? {
-            Shared::New(s) => {
-                let s: Arc<str> = Arc::from(s);
-                with_session(|session| session.read_strs.push(s.clone()));
-                Ok(s)
-            }
-            Shared::Seen(number) => with_session(|session| session.read_strs.get(number as usize).cloned())
-                .flatten()
-                .ok_or_else(|| D::Error::custom(format!("string {number} is named before it was read"))),
-        }
+        deserialize_shared::<str, String, D>(|session| &mut session.read_strs, "string", deserializer)
     }
 
     pub(crate) fn serialize_dict<S: Serializer>(dict: &Dict, serializer: S) -> Result<S::Ok, S::Error> {
-        if serializer.is_human_readable() {
-            return dict.serialize(serializer);
-        }
-        let key = address(dict);
-        match with_session(|session| session.written_dicts.get(&key).copied()).flatten() {
-            Some(number) => Shared::<&[(Arc<str>, Value)]>::Seen(number).serialize(serializer),
-            None => {
-                let written = Shared::New(&**dict).serialize(serializer)?;
-                with_session(|session| {
-                    let number = session.written_dicts.len() as u32;
-                    session.written_dicts.insert(key, number);
-                });
-                Ok(written)
-            }
-        }
+        serialize_shared(dict, |session| &mut session.written_dicts, serializer)
     }
 
     pub(crate) fn deserialize_dict<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Dict, D::Error> {
-        if deserializer.is_human_readable() {
-            return Dict::deserialize(deserializer);
-        }
-        match Shared::<Vec<(Arc<str>, Value)>>::deserialize(deserializer)? {
-            Shared::New(entries) => {
-                let dict: Dict = Arc::from(entries);
-                with_session(|session| session.read_dicts.push(dict.clone()));
-                Ok(dict)
-            }
-            Shared::Seen(number) => with_session(|session| session.read_dicts.get(number as usize).cloned())
-                .flatten()
-                .ok_or_else(|| D::Error::custom(format!("dict {number} is named before it was read"))),
-        }
+        deserialize_shared::<[(Arc<str>, Value)], Vec<(Arc<str>, Value)>, D>(
+            |session| &mut session.read_dicts,
+            "dict",
+            deserializer,
+        )
     }
 }
 
