@@ -124,24 +124,6 @@ impl Fields {
         Fields::default()
     }
 
-    /// Fields made of entries already in name order, with unique names.
-    fn encode<'a>(entries: impl Iterator<Item = (&'a str, &'a Json)>) -> Fields {
-        let mut text = Vec::new();
-        let mut spans = Vec::new();
-        for (name, value) in entries {
-            if !spans.is_empty() {
-                text.push(b',');
-            }
-            write_json(&mut text, name);
-            text.push(b':');
-            let start = text.len();
-            write_json(&mut text, value);
-            spans.push((start, text.len()));
-        }
-        let text = String::from_utf8(text).expect("serde_json writes UTF-8");
-        Fields { text: text.into_boxed_str(), spans: spans.into_boxed_slice() }
-    }
-
     /// How many fields there are.
     pub fn len(&self) -> usize {
         self.spans.len()
@@ -219,7 +201,7 @@ impl Fields {
 
     /// Fields given in any order, put in name order: the same fields as inserting them one by
     /// one.
-    pub fn from_order(fields: &[(Cow<'static, str>, Json)]) -> Fields {
+    pub fn from_order<N: AsRef<str>>(fields: &[(N, Json)]) -> Fields {
         let mut values = Vec::new();
         let mut spans = Vec::with_capacity(fields.len());
         for (_, value) in fields {
@@ -258,10 +240,6 @@ impl Fields {
         (0..self.len()).map(|i| (self.name_at(i).into_owned(), self.value_at(i))).collect()
     }
 
-    fn from_entries(entries: &[(String, Json)]) -> Fields {
-        Fields::encode(entries.iter().map(|(name, value)| (name.as_str(), value)))
-    }
-
     /// Sets a field, replacing the value it had. The text is made again: for building
     /// fields by hand (tests, an export file read back), not for the export's resources.
     pub fn insert(&mut self, name: impl Into<Cow<'static, str>>, value: Json) {
@@ -271,7 +249,7 @@ impl Fields {
             Ok(i) => entries[i].1 = value,
             Err(i) => entries.insert(i, (name.into_owned(), value)),
         }
-        *self = Fields::from_entries(&entries);
+        *self = Fields::from_order(&entries);
     }
 
     /// Removes a field and returns its value.
@@ -279,7 +257,7 @@ impl Fields {
         let i = self.position(name).ok()?;
         let mut entries = self.entries();
         let (_, value) = entries.remove(i);
-        *self = Fields::from_entries(&entries);
+        *self = Fields::from_order(&entries);
         Some(value)
     }
 
@@ -374,11 +352,8 @@ impl fmt::Debug for Fields {
 
 impl From<Map<String, Json>> for Fields {
     fn from(map: Map<String, Json>) -> Fields {
-        let mut entries: Vec<(String, Json)> = map.into_iter().collect();
-        // A map's keys are unique; its order is already sorted unless `serde_json` keeps
-        // insertion order.
-        entries.sort_by(|a, b| a.0.cmp(&b.0));
-        Fields::from_entries(&entries)
+        let entries: Vec<(String, Json)> = map.into_iter().collect();
+        Fields::from_order(&entries)
     }
 }
 
