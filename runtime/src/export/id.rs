@@ -9,9 +9,9 @@
 use weft_ir::ErrorKind;
 use weft_ir::value::Value;
 
+use super::Read;
 use super::types::ResourceType;
-use super::values::{ReferenceCollector, python_str};
-use super::{Mapped, Read};
+use super::values::{FieldPath, ReferenceCollector, python_str};
 use crate::graph::ResourceId;
 
 /// Where the attributes of an id are read.
@@ -133,10 +133,16 @@ fn id_value<A: Attributes>(ty: &ResourceType, instance: u32, attributes: &mut A)
             ),
         ));
     }
+    // A string is its own `str()`; any other value is converted as a field is, then shown as
+    // Python shows the JSON value.
+    if let Value::Str(s) = &value {
+        return Ok(s.to_string());
+    }
     let display = |v: &Value| attributes.display(v);
-    match ReferenceCollector::new(String::new()).collect(&display, &value, name.to_string()) {
-        Ok(Mapped::Json(json)) => Ok(python_str(&json)),
-        Ok(Mapped::Unknown) => Err(IdFailure::Unknown),
+    let mut text = Vec::new();
+    match ReferenceCollector::new(String::new()).collect_text(&display, &value, FieldPath::Field(name), &mut text) {
+        Ok(true) => Ok(python_str(&serde_json::from_slice(&text).expect("collect_text writes JSON"))),
+        Ok(false) => Err(IdFailure::Unknown),
         Err(cause) => Err(IdFailure::Error(
             ErrorKind::ExternalException,
             format!("Failed to get attribute '{name}' for export on '{}': {cause}", ty.name),

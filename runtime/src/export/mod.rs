@@ -216,13 +216,6 @@ pub fn export(model: &Model, modules: &Modules) -> Result<Export, ExportError> {
     }
 }
 
-/// A field value on its way to JSON.
-pub(crate) enum Mapped {
-    Json(serde_json::Value),
-    /// The value is or contains an Unknown: the field becomes `"<<undefined>>"`.
-    Unknown,
-}
-
 /// What mapping the resources of one type needs, worked out once for the type.
 struct TypePlan {
     /// Where each field goes in name order, and its key.

@@ -8,7 +8,7 @@ use weft_ir::value::{Reference, Value, float_repr};
 use weft_ir::{ErrorKind, Symbol};
 
 use super::types::{Getter, ResourceType};
-use super::{Mapped, Model, Read, Stop, error_at};
+use super::{Model, Read, Stop, error_at};
 use crate::graph::write_json;
 use crate::plugins::json::write_string;
 
@@ -129,9 +129,11 @@ impl ReferenceCollector {
         (self.references.into_iter().map(|(_, model)| model).collect(), self.mutators)
     }
 
-    /// [`Self::collect`] written straight to JSON text, as `serde_json` would write the value
-    /// `collect` makes, appended to `out`: false for an Unknown. Building the JSON values
-    /// first and writing them afterwards cost an allocation per string, list and dict, freed
+    /// Converts a value at `path` (`value`, `value[0]`, `value.'key'`) to JSON text, as
+    /// `serde_json` writes it, appended to `out`, replacing references by `null`: false for a
+    /// value that is or holds an Unknown. An error is the reason, in the reference's words;
+    /// `display` is Python's `str()` of a value, for those. Written straight from the model's
+    /// values: building JSON values first cost an allocation per string, list and dict, freed
     /// again at once.
     pub(crate) fn collect_text(
         &mut self,
@@ -224,61 +226,6 @@ impl ReferenceCollector {
             ],
         }));
         Ok(())
-    }
-
-    /// Converts a value at `path` (`value`, `value[0]`, `value.'key'`), replacing references
-    /// by `null`. An error is the reason, in the reference's words; `display` is Python's
-    /// `str()` of a value, for those.
-    pub(crate) fn collect(
-        &mut self,
-        display: &dyn Fn(&Value) -> String,
-        value: &Value,
-        path: String,
-    ) -> Result<Mapped, String> {
-        Ok(match value {
-            Value::Null(_) => Mapped::Json(Json::Null),
-            Value::Bool(b) => Mapped::Json(Json::Bool(*b)),
-            Value::Int(i) => Mapped::Json(Json::from(*i)),
-            Value::BigInt(i) => {
-                return Err(format!("the integer {i} at path {path} is too large for weft's JSON export"));
-            }
-            Value::Float(f) => match serde_json::Number::from_f64(*f) {
-                Some(n) => Mapped::Json(Json::Number(n)),
-                None => return Err(format!("the float {} at path {path} is not valid JSON", float_repr(*f))),
-            },
-            Value::Str(s) => Mapped::Json(Json::String(s.to_string())),
-            Value::List(items) => {
-                let mut out = Vec::with_capacity(items.len());
-                for (i, item) in items.iter().enumerate() {
-                    match self.collect(display, item, format!("{path}[{i}]"))? {
-                        Mapped::Json(json) => out.push(json),
-                        Mapped::Unknown => return Ok(Mapped::Unknown),
-                    }
-                }
-                Mapped::Json(Json::Array(out))
-            }
-            Value::Dict(entries) => {
-                let mut out = Map::new();
-                for (key, item) in entries.iter() {
-                    let escaped = key.replace('\'', "\\'");
-                    match self.collect(display, item, format!("{path}.'{escaped}'"))? {
-                        Mapped::Json(json) => {
-                            out.insert(key.to_string(), json);
-                        }
-                        Mapped::Unknown => return Ok(Mapped::Unknown),
-                    }
-                }
-                Mapped::Json(Json::Object(out))
-            }
-            Value::Unknown => Mapped::Unknown,
-            Value::Instance(_) => {
-                return Err(format!("{} in resource is not JSON serializable at path {path}", display(value)));
-            }
-            Value::Reference(reference) => {
-                self.replace(reference, path)?;
-                Mapped::Json(Json::Null)
-            }
-        })
     }
 
     /// Records a reference and, after it, the references among its arguments; returns its id.
@@ -536,11 +483,12 @@ mod tests {
         assert_eq!(python_dumps_sorted(&value), r#"{"a": null, "b": [1, 2.5, "\u00e9\n"]}"#);
     }
 
-    /// The JSON text the export writes for a value is the text of the JSON value `collect`
-    /// makes of it: the same keys in the same order, the same numbers and escapes, the same
-    /// references moved out, the same first Unknown or error.
+    /// The JSON text of a field's value: as `serde_json` writes the JSON value (keys in order,
+    /// its numbers and escapes), references moved out with the place they were at, and the
+    /// first Unknown or error met in the value's own order. The expectations are those of the
+    /// conversion through JSON values that this one replaced.
     #[test]
-    fn field_text_is_the_collected_json() {
+    fn field_text_is_the_serialized_json() {
         let dict =
             |entries: Vec<(&str, Value)>| Value::Dict(entries.into_iter().map(|(k, v)| (Arc::from(k), v)).collect());
         let list = |items: Vec<Value>| Value::List(items.into());
@@ -549,45 +497,82 @@ mod tests {
             module: "inmanta_plugins.std".to_string(),
             args: vec![("name".to_string(), Value::str("SECRET_X"))],
         }));
-        let values = [
-            Value::NULL,
-            Value::Bool(true),
-            Value::Int(-42),
-            Value::Float(2.5),
-            Value::Float(1e300),
-            Value::Float(-0.0),
-            Value::str("quote \" backslash \\ newline \n tab \t \u{1} é 😀"),
-            list(vec![Value::Int(1), list(vec![]), dict(vec![])]),
-            dict(vec![
-                ("b", Value::Int(1)),
-                ("a", list(vec![Value::str("x")])),
-                ("é", Value::NULL),
-                ("B", Value::Bool(false)),
-            ]),
-            dict(vec![("k", reference.clone()), ("l", list(vec![Value::Int(1), reference.clone()]))]),
-            list(vec![Value::Int(1), Value::Unknown, Value::BigInt(Arc::new(num_bigint::BigInt::from(1u8) << 70))]),
-            dict(vec![("z", Value::Unknown), ("a", Value::Float(f64::NAN))]),
-            dict(vec![("a", Value::Float(f64::INFINITY)), ("z", Value::Unknown)]),
-            list(vec![Value::Instance(0)]),
+        let id = "b0be4a7a-9adc-3f7c-9f18-5513aff204da";
+        let replace = |path: &str| {
+            serde_json::json!({"type": "core::Replace", "args": [
+                {"type": "resource", "name": "resource", "id": "r"},
+                {"type": "reference", "name": "value", "id": id},
+                {"type": "literal", "name": "destination", "value": path},
+            ]})
+        };
+        let environment = serde_json::json!({
+            "type": "std::Environment",
+            "args": [{"type": "literal", "name": "name", "value": "SECRET_X"}],
+            "id": id,
+        });
+        let unknown = Ok(None);
+        // A value; its text (`None` for an Unknown) or error; its references and mutators.
+        type Case<'a> = (Value, Result<Option<&'a str>, &'a str>, Vec<Json>, Vec<Json>);
+        let cases: Vec<Case> = vec![
+            (Value::NULL, Ok(Some("null")), vec![], vec![]),
+            (Value::Bool(true), Ok(Some("true")), vec![], vec![]),
+            (Value::Int(-42), Ok(Some("-42")), vec![], vec![]),
+            (Value::Float(2.5), Ok(Some("2.5")), vec![], vec![]),
+            (Value::Float(1e300), Ok(Some("1e+300")), vec![], vec![]),
+            (Value::Float(-0.0), Ok(Some("-0.0")), vec![], vec![]),
+            (
+                Value::str("quote \" backslash \\ newline \n tab \t \u{1} é 😀"),
+                Ok(Some(r#""quote \" backslash \\ newline \n tab \t \u0001 é 😀""#)),
+                vec![],
+                vec![],
+            ),
+            (list(vec![Value::Int(1), list(vec![]), dict(vec![])]), Ok(Some("[1,[],{}]")), vec![], vec![]),
+            (
+                dict(vec![
+                    ("b", Value::Int(1)),
+                    ("a", list(vec![Value::str("x")])),
+                    ("é", Value::NULL),
+                    ("B", Value::Bool(false)),
+                ]),
+                Ok(Some(r#"{"B":false,"a":["x"],"b":1,"é":null}"#)),
+                vec![],
+                vec![],
+            ),
+            (
+                dict(vec![("k", reference.clone()), ("l", list(vec![Value::Int(1), reference.clone()]))]),
+                Ok(Some(r#"{"k":null,"l":[1,null]}"#)),
+                vec![environment],
+                vec![replace("f.'k'"), replace("f.'l'[1]")],
+            ),
+            (
+                list(vec![Value::Int(1), Value::Unknown, Value::BigInt(Arc::new(num_bigint::BigInt::from(1u8) << 70))]),
+                unknown,
+                vec![],
+                vec![],
+            ),
+            (dict(vec![("z", Value::Unknown), ("a", Value::Float(f64::NAN))]), unknown, vec![], vec![]),
+            (
+                dict(vec![("a", Value::Float(f64::INFINITY)), ("z", Value::Unknown)]),
+                Err("the float inf at path f.'a' is not valid JSON"),
+                vec![],
+                vec![],
+            ),
+            (
+                list(vec![Value::Instance(0)]),
+                Err("Instance(0) in resource is not JSON serializable at path f[0]"),
+                vec![],
+                vec![],
+            ),
         ];
         let display = |v: &Value| format!("{v:?}");
-        for value in values {
-            let (mut by_value, mut by_text) =
-                (ReferenceCollector::new("r".into()), ReferenceCollector::new("r".into()));
-            let collected = by_value.collect(&display, &value, "f".to_string());
+        for (value, expected, references, mutators) in cases {
+            let mut collector = ReferenceCollector::new("r".into());
             let mut text = Vec::new();
-            let written = by_text.collect_text(&display, &value, FieldPath::Field("f"), &mut text);
-            match (collected, written) {
-                (Ok(Mapped::Json(json)), Ok(true)) => {
-                    assert_eq!(String::from_utf8(text).unwrap(), serde_json::to_string(&json).unwrap(), "{value:?}")
-                }
-                (Ok(Mapped::Unknown), Ok(false)) => {}
-                (Err(a), Err(b)) => assert_eq!(a, b, "{value:?}"),
-                (a, b) => {
-                    panic!("{value:?}: collect gave {:?}, collect_text {b:?}", a.map(|m| matches!(m, Mapped::Json(_))))
-                }
-            }
-            assert_eq!(by_value.finish(), by_text.finish(), "{value:?}");
+            let got = collector.collect_text(&display, &value, FieldPath::Field("f"), &mut text);
+            let got =
+                got.as_ref().map(|&known| known.then(|| std::str::from_utf8(&text).unwrap())).map_err(String::as_str);
+            assert_eq!(got, expected, "{value:?}");
+            assert_eq!(collector.finish(), (references, mutators), "{value:?}");
         }
     }
 }
