@@ -1049,6 +1049,55 @@ impl Machine {
             self.spawned,
             self.scopes.len(),
             self.collectors.len()
+        ) + &self.table_bytes()
+            + &self.cell_census()
+    }
+
+    /// The cells by kind, for `--stats`: how many of each kind the model made, and of the
+    /// plain cells, how many are attributes (the rest are variables and temporaries). The
+    /// cell table is the largest part of a model's memory.
+    fn cell_census(&self) -> String {
+        let mut by_kind = [0usize; CellKind::ALL.len()];
+        let mut plain_attributes = 0;
+        for i in 0..self.cells.len() {
+            let cell = &self.cells[i];
+            by_kind[cell.kind() as usize] += 1;
+            if cell.kind() == CellKind::Plain && cell.owner(&self.exts).is_some() {
+                plain_attributes += 1;
+            }
+        }
+        let counts: Vec<String> = CellKind::ALL
+            .iter()
+            .zip(by_kind)
+            .filter(|&(_, n)| n > 0)
+            .map(|(kind, n)| match kind {
+                CellKind::Plain => format!("{kind:?} {n} ({plain_attributes} attributes)"),
+                _ => format!("{kind:?} {n}"),
+            })
+            .collect();
+        format!("; cells by kind: {}", counts.join(", "))
+    }
+
+    /// The bytes each table's elements take (not counting what they own on the heap), for
+    /// `--stats`: where a model's memory goes.
+    fn table_bytes(&self) -> String {
+        fn mb<T>(table: &Table<T>) -> f64 {
+            (table.len() * std::mem::size_of::<T>()) as f64 / 1e6
+        }
+        format!(
+            "; table memory (MB): cells {:.1}, extensions {:.1}, task slots {:.1}, wait nodes {:.1}, scopes {:.1} ({} B each), promises {:.1} ({} B each), collectors {:.1} ({} B each), instances {:.1} ({} B each)",
+            mb(&self.cells),
+            mb(&self.exts),
+            mb(&self.waiters),
+            mb(&self.wait_nodes.nodes),
+            mb(&self.scopes),
+            std::mem::size_of::<Scope>(),
+            mb(&self.promises),
+            std::mem::size_of::<Promise>(),
+            mb(&self.collectors),
+            std::mem::size_of::<Collector>(),
+            mb(&self.instances),
+            std::mem::size_of::<Instance>(),
         )
     }
 
