@@ -14,6 +14,7 @@ pub mod apply;
 pub mod artifact;
 pub mod export;
 pub mod graph;
+mod json_text;
 pub mod memory;
 pub mod modules;
 pub mod plugins;

@@ -34,7 +34,7 @@ use weft_ir::value::Value;
 use weft_ir::{Diagnostic, ErrorKind, Symbol};
 use weft_vm::Machine;
 
-use crate::graph::{Resource, ResourceGraph, write_json};
+use crate::graph::{Resource, ResourceGraph, write_json, write_json_str};
 use crate::modules::Modules;
 pub(crate) use id::{Attributes, IdFailure, resource_id};
 use types::Getter;
@@ -408,7 +408,7 @@ impl<'m> Exporter<'m> {
                 Getter::FileHash => match fs::file_content(model, instance, location)? {
                     Some(content) => {
                         let hash = fs::sha1_hex(content.as_bytes());
-                        write_json(&mut text, &hash);
+                        write_json_str(&mut text, &hash);
                         files.push((hash, content.into_bytes()));
                         true
                     }
@@ -423,7 +423,7 @@ impl<'m> Exporter<'m> {
             if !known {
                 undefined = true;
                 text.truncate(start);
-                write_json(&mut text, crate::graph::UNDEFINED);
+                write_json_str(&mut text, crate::graph::UNDEFINED);
             }
             spans.push((start, text.len()));
         }

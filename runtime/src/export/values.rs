@@ -9,7 +9,7 @@ use weft_ir::{ErrorKind, Symbol};
 
 use super::types::{Getter, ResourceType};
 use super::{Model, Read, Stop, error_at};
-use crate::graph::write_json;
+use crate::graph::{write_json, write_json_str};
 use crate::plugins::json::write_string;
 
 /// Maps field `name` of a resource instance with its getter, then converts it to JSON text,
@@ -154,7 +154,7 @@ impl ReferenceCollector {
             Value::Float(f) => {
                 return Err(format!("the float {} at path {} is not valid JSON", float_repr(*f), path.render()));
             }
-            Value::Str(s) => write_json(out, &**s),
+            Value::Str(s) => write_json_str(out, s),
             Value::List(items) => {
                 out.push(b'[');
                 for (i, item) in items.iter().enumerate() {
@@ -191,7 +191,7 @@ impl ReferenceCollector {
                         out.push(b',');
                     }
                     first = false;
-                    write_json(out, key);
+                    write_json_str(out, key);
                     out.push(b':');
                     out.extend_from_slice(&converted[start..end]);
                 }
