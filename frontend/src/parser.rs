@@ -1236,7 +1236,10 @@ impl<'a, 'i> Parser<'a, 'i> {
                 if !self.can_follow_expression() {
                     return Err(self.unexpected("an operator or a new statement"));
                 }
-                // The reference rejects a repeated attribute while building the constructor node.
+                // The reference rejects a repeated attribute while building the constructor node,
+                // and reports it where the node is: at the `(` (the constructor's location in
+                // its grammar), which is on another line than the repeat in a call written
+                // over several lines.
                 let names = args.iter().filter_map(|a| match a {
                     KwArg::Keyword(name, _) => Some(*name),
                     KwArg::Splat(..) => None,
@@ -1249,8 +1252,8 @@ impl<'a, 'i> Parser<'a, 'i> {
                         codes::DUPLICATE_ARGUMENT,
                         format!("The attribute {attr} in the constructor call of {class_name} is already set."),
                     )
-                    .at(self.loc(name.span), "set again here")
-                    .with_label(self.loc(paren), "in this constructor call");
+                    .at(self.loc(paren), "in this constructor call")
+                    .with_label(self.loc(name.span), "set again here");
                     self.report(d);
                 }
                 Ok(self.alloc(ExprKind::Construct { class, args }, self.span_from(class.span)))
