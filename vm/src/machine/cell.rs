@@ -1,4 +1,4 @@
-//! The cell: the reference's result variable, in 32 bytes.
+//! The cell: the reference's result variable, in 24 bytes.
 //!
 //! A cell's value is kept as a tag and a payload ([`PackedValue`]) that own what the value
 //! owned, so only this module puts values in and takes them out; the rest of the machine
@@ -72,7 +72,7 @@ pub struct Cell {
     /// the machine's `exts` table (`Cell::HAS_EXT` tells which). The link is an attribute
     /// cell's owning instance, a proxy's target cell once connected, `NONE` where absent; a
     /// cell with an extension keeps it there (`CellExt::link`). Few cells have both, and
-    /// sharing the word keeps a cell at 32 bytes, so that no cell straddles two cache lines.
+    /// sharing the word keeps a cell four bytes smaller.
     side: u32,
     /// The low 27 bits: where the value was set, an index in the machine's `LocationTable`
     /// (`Cell::NO_LOCATION` before). Bit 27: `Cell::HAS_EXT`. The high 4 bits: the value's tag
@@ -94,26 +94,34 @@ const MAX_PACKED_INDEX: u32 = (1 << 24) - 1;
 pub(crate) const MAX_ENTITIES: usize = (MAX_PACKED_INDEX - PackedType::FIRST_ENTITY + 1) as usize;
 pub(crate) const MAX_ATTRIBUTES: usize = MAX_PACKED_INDEX as usize + 1;
 
-// A cell is 32 bytes: a million-instance model has sixteen million of them, and at 32 bytes
-// none straddles two cache lines (at 36, half of them did). Growing it is a decision, not an
-// accident.
-const _: () = assert!(std::mem::size_of::<Cell>() == 32);
+// A cell is 24 bytes: a million-instance model has sixteen million of them. At 24 bytes three
+// cells in eight straddle two cache lines, which at 32 none did; on the benchmarks the smaller
+// table more than made up for it (`benches/README.md`, twenty-fourth round). Growing it is a
+// decision, not an accident.
+const _: () = assert!(std::mem::size_of::<Cell>() == 24);
 
-/// A cell's value without the enum's tag word: the payload of a [`Value`] in sixteen bytes,
+/// A cell's value without the enum's tag word: the payload of a [`Value`] in one 64-bit word,
 /// with the tag kept in four spare bits of the cell's `location` word. A `Value` is 24 bytes
-/// because its largest variants (a string, a list) are a pointer and a length and the tag
-/// needs a word of its own; splitting the tag off made a cell 40 bytes instead of 48, 130 MB
-/// less on a million-instance model, and four-byte words (with the extension an index instead
-/// of a pointer) make it 36.
+/// because its largest variants (a string, a list, a dict) are a pointer and a length and the
+/// tag needs a word of its own; splitting the tag off made a cell 40 bytes instead of 48, 130
+/// MB less on a million-instance model, and four-byte words (with the extension an index
+/// instead of a pointer) made it 32.
+///
+/// A pointer and a length share the word: the address in the low 48 bits, where every
+/// address a process gets on the 64-bit platforms weft runs on lies unless it asks for more,
+/// and the length in the high 16. A value that does not fit (a string of 64 KiB or more, an
+/// address above 2^48) is boxed instead, under a tag of its own, so that nothing depends on
+/// the layout of the address space. With an eight-byte payload a cell is 24 bytes: 25 MB less
+/// on the 186k-instance benchmark, whose 3.2 million cells were its largest table.
 ///
 /// Owning: a slot whose tag is not `TAG_EMPTY` owns the shared allocation its payload points
-/// to (one count of the `Arc`), exactly as the `Value` it was made of did. [`Cell`] releases it
-/// on drop and when the value is replaced.
+/// to (one count of the `Arc`), exactly as the `Value` it was made of did, and the box of a
+/// boxed value. [`Cell`] releases them on drop and when the value is replaced.
 ///
-/// Stored as four 32-bit words, so that the cell's alignment is four bytes and a cell is 36
-/// bytes rather than 40 (see [`Cell`]); the two 64-bit halves are put together when read.
+/// Stored as two 32-bit words, so that the cell's alignment is four bytes; the word is put
+/// together when read.
 #[derive(Clone, Copy)]
-struct PackedValue([u32; 4]);
+struct PackedValue([u32; 2]);
 
 const TAG_EMPTY: u32 = 0;
 const TAG_NULL: u32 = 1;
@@ -127,85 +135,151 @@ const TAG_DICT: u32 = 8;
 const TAG_INSTANCE: u32 = 9;
 const TAG_UNKNOWN: u32 = 10;
 const TAG_REFERENCE: u32 = 11;
+/// A string, list or dict whose address and length do not share a word: the payload is the
+/// address of a box holding the `Arc` itself.
+const TAG_BOXED_STR: u32 = 12;
+const TAG_BOXED_LIST: u32 = 13;
+const TAG_BOXED_DICT: u32 = 14;
+
+/// How many low bits of a payload hold the address of a string, list or dict; the length
+/// takes the rest.
+const ADDRESS_BITS: u32 = 48;
+const ADDRESS_MASK: u64 = (1 << ADDRESS_BITS) - 1;
+
+/// A dict's entries, as a dict value shares them.
+type Entries = [(Arc<str>, Value)];
 
 impl PackedValue {
-    pub(super) const EMPTY: PackedValue = PackedValue([0; 4]);
+    pub(super) const EMPTY: PackedValue = PackedValue([0; 2]);
 
-    /// A payload of two 64-bit words.
     #[inline]
-    fn from_words(a: u64, b: u64) -> PackedValue {
-        PackedValue([a as u32, (a >> 32) as u32, b as u32, (b >> 32) as u32])
+    fn from_word(word: u64) -> PackedValue {
+        PackedValue([word as u32, (word >> 32) as u32])
     }
 
-    /// The payload's two 64-bit words.
     #[inline]
-    fn words(self) -> [u64; 2] {
-        let [a0, a1, b0, b1] = self.0;
-        [u64::from(a0) | u64::from(a1) << 32, u64::from(b0) | u64::from(b1) << 32]
+    fn word(self) -> u64 {
+        let [low, high] = self.0;
+        u64::from(low) | u64::from(high) << 32
+    }
+
+    /// An address and a length in one word, if both fit.
+    #[inline]
+    fn thin(address: *const u8, len: usize) -> Option<PackedValue> {
+        let address = address as usize as u64;
+        let len = len as u64;
+        (address & !ADDRESS_MASK == 0 && len >> (64 - ADDRESS_BITS) == 0)
+            .then(|| PackedValue::from_word(address | len << ADDRESS_BITS))
+    }
+
+    /// The address and the length of a [`PackedValue::thin`] payload.
+    #[inline]
+    fn split(self) -> (usize, usize) {
+        let word = self.word();
+        ((word & ADDRESS_MASK) as usize, (word >> ADDRESS_BITS) as usize)
+    }
+
+    /// The payload of a boxed value: the address of its box.
+    fn boxed<T>(value: T) -> PackedValue {
+        PackedValue::from_word(Box::into_raw(Box::new(value)) as usize as u64)
     }
 
     /// Takes a value apart: its tag and its payload, which now owns what the value owned.
     fn pack(value: Value) -> (u32, PackedValue) {
         let pointer = |p: *const u8| p as usize as u64;
         match value {
-            Value::Null(id) => (TAG_NULL, PackedValue::from_words(id.0, 0)),
-            Value::Bool(b) => (TAG_BOOL, PackedValue::from_words(b as u64, 0)),
-            Value::Int(i) => (TAG_INT, PackedValue::from_words(i as u64, 0)),
-            Value::BigInt(i) => (TAG_BIGINT, PackedValue::from_words(pointer(Arc::into_raw(i).cast()), 0)),
-            Value::Float(f) => (TAG_FLOAT, PackedValue::from_words(f.to_bits(), 0)),
-            Value::Str(s) => {
-                let len = s.len() as u64;
-                (TAG_STR, PackedValue::from_words(pointer(Arc::into_raw(s).cast()), len))
-            }
-            Value::List(items) => {
-                let len = items.len() as u64;
-                (TAG_LIST, PackedValue::from_words(pointer(Arc::into_raw(items).cast()), len))
-            }
-            Value::Dict(entries) => {
-                let len = entries.len() as u64;
-                (TAG_DICT, PackedValue::from_words(pointer(Arc::into_raw(entries).cast()), len))
-            }
-            Value::Instance(i) => (TAG_INSTANCE, PackedValue::from_words(u64::from(i), 0)),
+            Value::Null(id) => (TAG_NULL, PackedValue::from_word(id.0)),
+            Value::Bool(b) => (TAG_BOOL, PackedValue::from_word(b as u64)),
+            Value::Int(i) => (TAG_INT, PackedValue::from_word(i as u64)),
+            Value::BigInt(i) => (TAG_BIGINT, PackedValue::from_word(pointer(Arc::into_raw(i).cast()))),
+            Value::Float(f) => (TAG_FLOAT, PackedValue::from_word(f.to_bits())),
+            Value::Str(s) => match PackedValue::thin(s.as_ptr(), s.len()) {
+                Some(payload) => {
+                    let _ = Arc::into_raw(s);
+                    (TAG_STR, payload)
+                }
+                None => (TAG_BOXED_STR, PackedValue::boxed(s)),
+            },
+            Value::List(items) => match PackedValue::thin(items.as_ptr().cast(), items.len()) {
+                Some(payload) => {
+                    let _ = Arc::into_raw(items);
+                    (TAG_LIST, payload)
+                }
+                None => (TAG_BOXED_LIST, PackedValue::boxed(items)),
+            },
+            Value::Dict(entries) => match PackedValue::thin(entries.as_ptr().cast(), entries.len()) {
+                Some(payload) => {
+                    let _ = Arc::into_raw(entries);
+                    (TAG_DICT, payload)
+                }
+                None => (TAG_BOXED_DICT, PackedValue::boxed(entries)),
+            },
+            Value::Instance(i) => (TAG_INSTANCE, PackedValue::from_word(u64::from(i))),
             Value::Unknown => (TAG_UNKNOWN, Self::EMPTY),
-            Value::Reference(r) => (TAG_REFERENCE, PackedValue::from_words(pointer(Arc::into_raw(r).cast()), 0)),
+            Value::Reference(r) => (TAG_REFERENCE, PackedValue::from_word(pointer(Arc::into_raw(r).cast()))),
         }
     }
 
-    /// Puts a value back together.
+    /// Puts a value back together. A boxed value is read out of its box, which stays: the
+    /// owner that gives the payload up frees it ([`PackedValue::free_box`]).
     ///
     /// # Safety
     /// `tag` and `self` must come from one [`PackedValue::pack`] (`tag` not `TAG_EMPTY`), and
     /// the result takes over what the payload owns: the caller either gives up the payload
-    /// (takes the value out) or never drops the result (see [`ValueRef`]).
+    /// (takes the value out, then frees its box) or never drops the result (see
+    /// [`ValueRef`]).
     unsafe fn unpack(tag: u32, payload: PackedValue) -> Value {
-        let [a, b] = payload.words();
-        let address = a as usize;
-        // SAFETY: every `from_raw` below rebuilds an `Arc` from `address` (and `b`, the length
-        // of the slice or string), which `pack` made with `Arc::into_raw` of an `Arc` of this
-        // very type for this tag, and whose count the payload still holds, as the caller
-        // guarantees.
+        let word = payload.word();
+        let (address, len) = payload.split();
+        // SAFETY: every `from_raw` below rebuilds an `Arc` from the address (and the length of
+        // the slice or string) that `pack` took from `Arc::into_raw` of an `Arc` of this very
+        // type for this tag, whose count the payload still holds; every `read` copies the
+        // `Arc` out of the box `pack` made for this tag, which the payload still owns. Either
+        // way, the caller guarantees the count is used once.
         unsafe {
             match tag {
-                TAG_NULL => Value::Null(value::NullId(a)),
-                TAG_BOOL => Value::Bool(a != 0),
-                TAG_INT => Value::Int(a as i64),
-                TAG_BIGINT => Value::BigInt(Arc::from_raw(address as *const BigInt)),
-                TAG_FLOAT => Value::Float(f64::from_bits(a)),
+                TAG_NULL => Value::Null(value::NullId(word)),
+                TAG_BOOL => Value::Bool(word != 0),
+                TAG_INT => Value::Int(word as i64),
+                TAG_BIGINT => Value::BigInt(Arc::from_raw(word as usize as *const BigInt)),
+                TAG_FLOAT => Value::Float(f64::from_bits(word)),
                 TAG_STR => {
-                    let bytes = std::ptr::slice_from_raw_parts(address as *const u8, b as usize);
+                    let bytes = std::ptr::slice_from_raw_parts(address as *const u8, len);
                     Value::Str(Arc::from_raw(bytes as *const str))
                 }
                 TAG_LIST => {
-                    let items = std::ptr::slice_from_raw_parts(address as *const Value, b as usize);
+                    let items = std::ptr::slice_from_raw_parts(address as *const Value, len);
                     Value::List(Arc::from_raw(items))
                 }
                 TAG_DICT => {
-                    let entries = std::ptr::slice_from_raw_parts(address as *const (Arc<str>, Value), b as usize);
+                    let entries = std::ptr::slice_from_raw_parts(address as *const (Arc<str>, Value), len);
                     Value::Dict(Arc::from_raw(entries))
                 }
-                TAG_INSTANCE => Value::Instance(a as u32),
+                TAG_INSTANCE => Value::Instance(word as u32),
                 TAG_UNKNOWN => Value::Unknown,
-                _ => Value::Reference(Arc::from_raw(address as *const Reference)),
+                TAG_BOXED_STR => Value::Str(std::ptr::read(word as usize as *const Arc<str>)),
+                TAG_BOXED_LIST => Value::List(std::ptr::read(word as usize as *const Arc<[Value]>)),
+                TAG_BOXED_DICT => Value::Dict(std::ptr::read(word as usize as *const Arc<Entries>)),
+                _ => Value::Reference(Arc::from_raw(word as usize as *const Reference)),
+            }
+        }
+    }
+
+    /// Frees the box of a boxed value whose `Arc` [`PackedValue::unpack`] took out; nothing
+    /// for the other tags.
+    ///
+    /// # Safety
+    /// As for `unpack`, and the payload must be given up: its box is gone afterwards.
+    unsafe fn free_box(tag: u32, payload: PackedValue) {
+        let address = payload.word() as usize;
+        // SAFETY: the box was made by `Box::new` of this very type for this tag (`boxed`), and
+        // its `Arc` was moved out by `unpack`, so it is freed without dropping its contents.
+        unsafe {
+            match tag {
+                TAG_BOXED_STR => drop(Box::from_raw(address as *mut ManuallyDrop<Arc<str>>)),
+                TAG_BOXED_LIST => drop(Box::from_raw(address as *mut ManuallyDrop<Arc<[Value]>>)),
+                TAG_BOXED_DICT => drop(Box::from_raw(address as *mut ManuallyDrop<Arc<Entries>>)),
+                _ => {}
             }
         }
     }
@@ -455,7 +529,11 @@ impl Cell {
     /// first), for a prefetch before the value is cloned; `None` for other values.
     #[inline]
     pub(super) fn shared_value_address(&self) -> Option<*const u8> {
-        matches!(self.tag(), TAG_STR | TAG_LIST | TAG_DICT).then(|| self.value.words()[0] as usize as *const u8)
+        match self.tag() {
+            TAG_STR | TAG_LIST | TAG_DICT => Some(self.value.split().0 as *const u8),
+            TAG_BOXED_STR | TAG_BOXED_LIST | TAG_BOXED_DICT => Some(self.value.word() as usize as *const u8),
+            _ => None,
+        }
     }
 
     /// The value, borrowed.
@@ -497,8 +575,13 @@ impl Cell {
         self.location &= !Self::TAG_MASK;
         let payload = std::mem::replace(&mut self.value, PackedValue::EMPTY);
         // SAFETY: the tag and payload come from one `pack`, and the cell gives the payload up
-        // (its tag is now empty), so the value takes over what it owned.
-        Some(unsafe { PackedValue::unpack(tag, payload) })
+        // (its tag is now empty), so the value takes over what it owned and the box, if any,
+        // is freed once.
+        unsafe {
+            let value = PackedValue::unpack(tag, payload);
+            PackedValue::free_box(tag, payload);
+            Some(value)
+        }
     }
 
     /// Where the value was set, as an index in the `LocationTable` (`NO_LOCATION` for none).
@@ -650,5 +733,73 @@ impl Cell {
 impl Drop for Cell {
     fn drop(&mut self) {
         drop(self.take_value());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Puts `value` in a cell, reads it back borrowed and cloned, replaces it, and checks
+    /// that the cell held exactly one count of its shared allocation throughout.
+    fn check(value: Value, tag: u32) {
+        let mut cell = Cell::new(CellKind::Plain);
+        cell.set_value(value.clone());
+        assert_eq!(cell.tag(), tag, "tag of {}", value.type_name());
+        // The counts of a shared value's allocation; values without one count as one each.
+        let count = |v: &Value| match v {
+            Value::Str(s) => Arc::strong_count(s),
+            Value::List(items) => Arc::strong_count(items),
+            Value::Dict(entries) => Arc::strong_count(entries),
+            _ => 0,
+        };
+        let shared = count(&value) > 0;
+        let count = |v: &Value| if shared { count(v) } else { 2 };
+        // One count here and one in the cell.
+        assert_eq!(count(&value), 2);
+        let same_object = |a: &Value, b: &Value| match (a, b) {
+            (Value::Str(a), Value::Str(b)) => Arc::ptr_eq(a, b),
+            (Value::List(a), Value::List(b)) => Arc::ptr_eq(a, b),
+            (Value::Dict(a), Value::Dict(b)) => Arc::ptr_eq(a, b),
+            (a, b) => a.py_eq(b),
+        };
+        assert!(cell.value().is_some_and(|v| same_object(&v, &value)));
+        let cloned = cell.value_cloned().expect("a value");
+        assert_eq!(count(&value), if shared { 3 } else { 2 });
+        drop(cloned);
+        // Replacing the value releases the cell's count (and frees a box).
+        cell.set_value(Value::Int(7));
+        assert_eq!(count(&value), if shared { 1 } else { 2 });
+        cell.set_value(value.clone());
+        let taken = cell.take_value().expect("a value");
+        assert_eq!(count(&value), 2);
+        assert!(same_object(&taken, &value));
+        drop(taken);
+        cell.set_value(value.clone());
+        drop(cell);
+        assert_eq!(count(&value), if shared { 1 } else { 2 });
+    }
+
+    #[test]
+    fn values_keep_their_identity_and_counts_in_a_cell() {
+        let short: Arc<str> = Arc::from("a string");
+        check(Value::Str(short), TAG_STR);
+        check(Value::Str(Arc::from("")), TAG_STR);
+        check(Value::List(Arc::from(vec![Value::Int(1), Value::Str(Arc::from("x"))])), TAG_LIST);
+        check(Value::Dict(Arc::from(vec![(Arc::from("k"), Value::Bool(true))])), TAG_DICT);
+        check(Value::Int(i64::MIN), TAG_INT);
+        check(Value::Float(-0.5), TAG_FLOAT);
+    }
+
+    /// Lengths past what a payload's sixteen bits hold are boxed, and behave the same.
+    #[test]
+    fn long_values_are_boxed() {
+        let long: Arc<str> = Arc::from("x".repeat(1 << 16));
+        check(Value::Str(long), TAG_BOXED_STR);
+        let just_fits: Arc<str> = Arc::from("y".repeat((1 << 16) - 1));
+        check(Value::Str(just_fits), TAG_STR);
+        check(Value::List(Arc::from(vec![Value::Int(0); 70_000])), TAG_BOXED_LIST);
+        let entries: Vec<(Arc<str>, Value)> = (0..70_000).map(|i| (Arc::from(i.to_string()), Value::Int(i))).collect();
+        check(Value::Dict(Arc::from(entries)), TAG_BOXED_DICT);
     }
 }
