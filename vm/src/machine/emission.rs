@@ -474,10 +474,14 @@ impl Machine {
         let unknown = matches!(value, Value::Unknown);
         // The element task evaluates `guard ? element : <filtered>`; an Unknown element passes
         // through as is.
+        // What the element and the guard need is emitted here, in the reference by the helper
+        // its `RawUnit` runs, which puts any error (a name that is not defined) at the
+        // comprehension, even one that an operator around the name had placed.
+        let at_comprehension = |e: EvalError| e.relocated(location);
         let reqs = match (guard, unknown, lhs) {
             (Some(g), _, _) => {
                 let cond_result = self.new_cell(CellKind::Plain);
-                let sub = self.requires(g, value_scope)?;
+                let sub = self.requires(g, value_scope).map_err(at_comprehension)?;
                 self.spawn(
                     sub,
                     Body::Cond {
@@ -491,8 +495,8 @@ impl Machine {
                 smallvec![(Key::Extra(1), cond_result)]
             }
             (None, true, _) => Reqs::new(),
-            (None, false, None) => self.requires(element, value_scope)?,
-            (None, false, Some(c)) => self.requires_gradual(element, value_scope, c)?,
+            (None, false, None) => self.requires(element, value_scope).map_err(at_comprehension)?,
+            (None, false, Some(c)) => self.requires_gradual(element, value_scope, c).map_err(at_comprehension)?,
         };
         self.spawn(
             reqs,

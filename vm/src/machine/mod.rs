@@ -161,6 +161,18 @@ impl EvalError {
         self
     }
 
+    /// Locates the error at `location` even if it has a place already, which is kept as where
+    /// it arose: the reference's `RawUnit`, which runs a list comprehension's helper, puts the
+    /// errors of what the helper emits at the comprehension, whatever placed them before.
+    fn relocated(mut self, location: Location) -> Self {
+        let previous = self.location.replace(location);
+        self.provisional = false;
+        if let Some(previous) = previous.filter(|&previous| previous != location) {
+            self.arose = Some(previous);
+        }
+        self
+    }
+
     /// Locates an error where it arose, for as long as nothing around it gives it a place
     /// (see [`EvalErrorData::provisional`]).
     fn arose_at(mut self, location: Location) -> Self {
