@@ -64,6 +64,14 @@ impl Verifier<'_> {
         if attributes > MAX_ATTRIBUTES {
             return Err(format!("{attributes} attributes: the machine supports at most {MAX_ATTRIBUTES}"));
         }
+        // A task's requirements are keyed by an instruction or a name in 29 bits.
+        let max_keyed = crate::machine::MAX_KEY_INDEX as usize + 1;
+        if self.code_len > max_keyed {
+            return Err(format!("{} instructions: the machine supports at most {max_keyed}", self.code_len));
+        }
+        if p.names.len() > max_keyed {
+            return Err(format!("{} names: the machine supports at most {max_keyed}", p.names.len()));
+        }
         for entity in &p.entities {
             self.location(&entity.location)?;
             for parent in &entity.parents {

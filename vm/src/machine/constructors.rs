@@ -178,7 +178,7 @@ impl Machine {
                 promise: OptPromise::NONE,
                 what: Exec::SubCtor { instance: inst, index },
                 scope,
-                attr: None,
+                attr: AttrSite::NONE,
             },
         );
         Ok(())

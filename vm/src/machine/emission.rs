@@ -37,7 +37,7 @@ impl Machine {
                 let reqs = self.requires(*value, scope)?;
                 self.spawn(
                     reqs,
-                    Body::Exec { target, promise: OptPromise::NONE, what: Exec::Expr(*value), scope, attr: None },
+                    Body::Exec { target, promise: OptPromise::NONE, what: Exec::Expr(*value), scope, attr: AttrSite::NONE },
                 );
             }
             StmtKind::SetAttr { instance, .. } => {
@@ -50,7 +50,7 @@ impl Machine {
                 let target = self.sink;
                 self.spawn(
                     reqs,
-                    Body::Exec { target, promise: OptPromise::NONE, what: Exec::Stmt(stmt), scope, attr: None },
+                    Body::Exec { target, promise: OptPromise::NONE, what: Exec::Stmt(stmt), scope, attr: AttrSite::NONE },
                 );
             }
             StmtKind::For { iterable, body, .. } => {
@@ -60,7 +60,7 @@ impl Machine {
                 let target = self.sink;
                 self.spawn(
                     reqs,
-                    Body::Exec { target, promise: OptPromise::NONE, what: Exec::Stmt(stmt), scope, attr: None },
+                    Body::Exec { target, promise: OptPromise::NONE, what: Exec::Stmt(stmt), scope, attr: AttrSite::NONE },
                 );
             }
             StmtKind::Expr(e) => {
@@ -68,7 +68,7 @@ impl Machine {
                 let target = self.sink;
                 self.spawn(
                     reqs,
-                    Body::Exec { target, promise: OptPromise::NONE, what: Exec::Expr(*e), scope, attr: None },
+                    Body::Exec { target, promise: OptPromise::NONE, what: Exec::Expr(*e), scope, attr: AttrSite::NONE },
                 );
             }
         }
@@ -97,7 +97,7 @@ impl Machine {
         }
         let cell = self
             .plain_with(Value::List(Arc::from(ids.iter().map(|&i| Value::Int(i as i64)).collect::<Vec<_>>())), None);
-        Ok(smallvec![(Key::Promises, cell)])
+        Ok(smallvec![(Key::PROMISES, cell)])
     }
 
     pub(super) fn schedule_hook(
@@ -123,6 +123,7 @@ impl Machine {
                     self.run_queue.push_back(RESUMPTION);
                     return Ok(());
                 }
+                let location = self.loc_id(location);
                 self.spawn(reqs, Body::Hook { base: b, name, scope, resumer, propagate_unset, location });
                 Ok(())
             }
@@ -163,14 +164,18 @@ impl Machine {
                 }
                 Ok(())
             }
-            Resumer::IsDefined { target, location } => {
+            Resumer::IsDefined { target, location: location_id } => {
+                let location = self.loc(location_id);
                 if self.is_ready(cell) {
                     let v = self.is_defined_value(cell);
                     self.set_cell(target, v, location, true)
                 } else {
                     let collector = self.add_collector(Collector::IsDefined { target, location });
                     self.listen(cell, collector, location)?;
-                    self.spawn(smallvec![(Key::Extra(0), cell)], Body::IsDefinedWait { cell, target, location });
+                    self.spawn(
+                        smallvec![(Key::extra(0), cell)],
+                        Body::IsDefinedWait { cell, target, location: location_id },
+                    );
                     Ok(())
                 }
             }
@@ -263,7 +268,7 @@ impl Machine {
             Op::Attr { base, name } => {
                 let proxy = self.new_requirement_proxy();
                 self.schedule_hook(Some(*base), *name, scope, Resumer::Requirement(proxy), false, location)?;
-                reqs.push((Key::Expr(expr), proxy));
+                reqs.push((Key::expr(expr), proxy));
             }
             Op::Subscript { map, key } => {
                 self.requires_into(*map, scope, reqs)?;
@@ -279,13 +284,13 @@ impl Machine {
                 self.cells[target as usize].set_ty(&self.exts, PackedType::BOOL);
                 let sub = self.requires(*lhs, scope)?;
                 self.spawn(sub, Body::Lazy { expr, scope, target });
-                reqs.push((Key::Expr(expr), target));
+                reqs.push((Key::expr(expr), target));
             }
             Op::Cond { cond, .. } => {
                 let result = self.new_cell(CellKind::Plain);
                 let sub = self.requires(*cond, scope)?;
                 self.spawn(sub, Body::Cond { src: CondSrc::Expr(expr), scope, result, lhs: None, chosen: None });
-                reqs.push((Key::Expr(expr), result));
+                reqs.push((Key::expr(expr), result));
             }
             Op::List(items) => {
                 for i in items.iter() {
@@ -320,7 +325,7 @@ impl Machine {
                 }
                 let result = self.new_cell(CellKind::Plain);
                 self.spawn(sub, Body::Call { expr, scope, result, args: None });
-                reqs.push((Key::Expr(expr), result));
+                reqs.push((Key::expr(expr), result));
             }
             Op::Construct(c) => {
                 let ctor = &p.ctors[c.index()];
@@ -345,7 +350,7 @@ impl Machine {
                 let target = self.new_cell(CellKind::Plain);
                 self.cells[target as usize].set_ty(&self.exts, PackedType::entity(*entity));
                 self.spawn(sub, Body::Lookup { expr, scope, target });
-                reqs.push((Key::Expr(expr), target));
+                reqs.push((Key::expr(expr), target));
             }
             Op::SelectorLookup { base, query, splats, .. } => {
                 let mut sub = Reqs::new();
@@ -358,16 +363,17 @@ impl Machine {
                 }
                 let target = self.new_cell(CellKind::Plain);
                 self.spawn(sub, Body::Lookup { expr, scope, target });
-                reqs.push((Key::Expr(expr), target));
+                reqs.push((Key::expr(expr), target));
             }
             Op::ListComp { .. } => {
                 let result = self.list_comp(expr, scope, None)?;
-                reqs.push((Key::Expr(expr), result));
+                reqs.push((Key::expr(expr), result));
             }
             Op::IsDefined { base, name } => {
                 let target = self.new_cell(CellKind::Plain);
-                self.schedule_hook(*base, *name, scope, Resumer::IsDefined { target, location }, false, location)?;
-                reqs.push((Key::Expr(expr), target));
+                let resumer = Resumer::IsDefined { target, location: self.loc_id(location) };
+                self.schedule_hook(*base, *name, scope, resumer, false, location)?;
+                reqs.push((Key::expr(expr), target));
             }
         }
         Ok(())
@@ -385,7 +391,7 @@ impl Machine {
                 let cell = reqs[0].1;
                 if !self.listen(cell, collector, location)? {
                     let c = self.plain_with(Value::Int(collector as i64), None);
-                    reqs.push((Key::Collector(expr), c));
+                    reqs.push((Key::collector(expr), c));
                 }
                 Ok(reqs)
             }
@@ -394,7 +400,7 @@ impl Machine {
                 self.proxy_listeners.insert(proxy, ProxyListener { collector, location, notify: false });
                 self.cells[proxy as usize].flag(Cell::LISTENED, true);
                 self.schedule_hook(Some(*base), *name, scope, Resumer::Reader(proxy), false, location)?;
-                Ok(smallvec![(Key::Expr(expr), proxy)])
+                Ok(smallvec![(Key::expr(expr), proxy)])
             }
             Op::List(items) => {
                 let temp = self.new_cell(CellKind::ListLiteral);
@@ -410,14 +416,14 @@ impl Machine {
                             promise: promise.into(),
                             what: Exec::Expr(*item),
                             scope,
-                            attr: None,
+                            attr: AttrSite::NONE,
                         },
                     );
                 }
                 if items.is_empty() {
                     self.freeze(temp);
                 }
-                Ok(smallvec![(Key::Expr(expr), temp)])
+                Ok(smallvec![(Key::expr(expr), temp)])
             }
             Op::Cond { cond, .. } => {
                 let result = self.new_cell(CellKind::Plain);
@@ -426,16 +432,16 @@ impl Machine {
                     sub,
                     Body::Cond { src: CondSrc::Expr(expr), scope, result, lhs: Some(collector), chosen: None },
                 );
-                Ok(smallvec![(Key::Expr(expr), result)])
+                Ok(smallvec![(Key::expr(expr), result)])
             }
             Op::ListComp { .. } => {
                 let result = self.list_comp(expr, scope, Some(collector))?;
-                Ok(smallvec![(Key::Expr(expr), result)])
+                Ok(smallvec![(Key::expr(expr), result)])
             }
             _ => {
                 let mut reqs = self.requires(expr, scope)?;
                 let c = self.plain_with(Value::Int(collector as i64), None);
-                reqs.push((Key::Collector(expr), c));
+                reqs.push((Key::collector(expr), c));
                 Ok(reqs)
             }
         }
@@ -492,7 +498,7 @@ impl Machine {
                         chosen: None,
                     },
                 );
-                smallvec![(Key::Extra(1), cond_result)]
+                smallvec![(Key::extra(1), cond_result)]
             }
             (None, true, _) => Reqs::new(),
             (None, false, None) => self.requires(element, value_scope).map_err(at_comprehension)?,
@@ -505,7 +511,7 @@ impl Machine {
                 promise: OptPromise::NONE,
                 what: Exec::CompElement { helper, unknown, guarded: guard.is_some() },
                 scope: value_scope,
-                attr: None,
+                attr: AttrSite::NONE,
             },
         );
         Ok(())
@@ -525,12 +531,18 @@ impl Machine {
             }
         }
         self.comps[helper as usize].complete = true;
+        // Each result is keyed by its position in 29 bits; a comprehension with more
+        // elements would need some twelve gigabytes of cells before it got here.
+        let count = self.comps[helper as usize].results.len();
+        if count > MAX_KEY_INDEX as usize + 1 {
+            return Err(rt(format!("a list comprehension of {count} elements: weft supports at most {}", MAX_KEY_INDEX as usize + 1)));
+        }
         let reqs: Reqs = self.comps[helper as usize]
             .results
             .clone()
             .into_iter()
             .enumerate()
-            .map(|(i, c)| (Key::Index(i as u32), c))
+            .map(|(i, c)| (Key::index(i as u32), c))
             .collect();
         self.spawn(reqs, Body::CompFinal { helper });
         Ok(())

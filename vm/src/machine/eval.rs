@@ -6,8 +6,8 @@ impl Machine {
     /// The requirement key of a read of a variable (see [`Key`]).
     pub(super) fn var_key(expr: ExprId, name: VarRef) -> Key {
         match name {
-            VarRef::Name(symbol) => Key::Name(symbol),
-            VarRef::Qualified(..) => Key::Expr(expr),
+            VarRef::Name(symbol) => Key::name(symbol),
+            VarRef::Qualified(..) => Key::expr(expr),
         }
     }
 
@@ -50,7 +50,7 @@ impl Machine {
             | Op::IndexLookup { .. }
             | Op::SelectorLookup { .. }
             | Op::ListComp { .. }
-            | Op::IsDefined { .. } => Some(Key::Expr(expr)),
+            | Op::IsDefined { .. } => Some(Key::expr(expr)),
             Op::Const(_)
             | Op::Subscript { .. }
             | Op::Not(_)
@@ -114,7 +114,7 @@ impl Machine {
                 })?
             }
             Op::List(items) => {
-                if let Some(v) = values.get(&Key::Expr(expr)) {
+                if let Some(v) = values.get(&Key::expr(expr)) {
                     v.clone()
                 } else {
                     let mut out = Vec::new();
@@ -194,7 +194,7 @@ impl Machine {
             // `read_key` has a key for every operator without an arm here (the guarded arm).
             _ => unreachable!("an operator without a read key has an arm of its own"),
         };
-        if let Some(Value::Int(collector)) = values.get(&Key::Collector(expr)) {
+        if let Some(Value::Int(collector)) = values.get(&Key::collector(expr)) {
             self.receive_flatten(*collector as CollectorId, result.clone(), location)?;
         }
         Ok(result)

@@ -21,7 +21,7 @@ impl Machine {
                 let location = self.code().location(expr);
                 return match self.store_result(target, value.clone(), location, promise) {
                     Ok(()) => Ok(None),
-                    Err(e) => Err(self.execution_error(e, what, attr)),
+                    Err(e) => Err(self.execution_error(e, target, what, attr)),
                 };
             }
             return self.run_body(&mut deferred.body(), &Reqs::new()).map(|()| None);
@@ -45,7 +45,7 @@ impl Machine {
                 let cell = e.unset.expect("checked");
                 self.waiters[waiter as usize].body = Some(body);
                 let w = &mut self.waiters[waiter as usize];
-                w.requires.push((Key::Extra(w.requires.len() as u32), cell));
+                w.requires.push((Key::extra(w.requires.len() as u32), cell));
                 self.wait_for(waiter, cell);
                 Ok(Some(cell))
             }
@@ -79,17 +79,28 @@ impl Machine {
 
     /// The error of an `ExecutionUnit`, in the words and at the place the reference gives it.
     #[cold]
-    fn execution_error(&self, e: EvalError, what: Exec, attr: Option<AttrCtx>) -> EvalError {
-        match attr {
-            Some(ctx) => {
+    /// An error of a task's expression, as the reference's `ExecutionUnit` reports it, or,
+    /// for an attribute assignment (`attr`), its `SetAttributeHelper`: wrapped as an error of
+    /// the attribute, which is the one the task's `target` cell holds.
+    fn execution_error(&self, e: EvalError, target: CellId, what: Exec, attr: AttrSite) -> EvalError {
+        match attr.get() {
+            Some(site) => {
+                let location = self.loc(site);
                 if e.kind == ErrorKind::AttributeException {
-                    e.at(ctx.location)
-                } else {
-                    let mut e = e;
-                    if e.kind == ErrorKind::OptionalValueException {
-                        e.location = Some(ctx.location);
+                    return e.at(location);
+                }
+                let mut e = e;
+                if e.kind == ErrorKind::OptionalValueException {
+                    e.location = Some(location);
+                }
+                // The target of an attribute assignment is the attribute's cell
+                // (`emit_attribute_value`).
+                match self.cells[target as usize].owner(&self.exts) {
+                    Some((instance, attr)) => {
+                        let name = self.program.attribute(attr).name;
+                        self.attribute_error(instance, name, e.at(location), Some(location))
                     }
-                    self.attribute_error(ctx.instance(), ctx.attr, e.at(ctx.location), Some(ctx.location))
+                    None => e.at(location),
                 }
             }
             // The reference's `ExecutionUnit` gives an error its expression's place when
@@ -136,7 +147,7 @@ impl Machine {
                     };
                     self.store_result(target, value, location, promise)
                 })();
-                result.map_err(|e| self.execution_error(e, what, attr))
+                result.map_err(|e| self.execution_error(e, target, what, attr))
             }
             Body::SetAttr { stmt, scope } => {
                 let StmtKind::SetAttr { instance, attribute, value, extend } = p.stmt(stmt).kind else {
@@ -202,7 +213,7 @@ impl Machine {
                     let reqs = self.requires(rhs, scope)?;
                     self.spawn(
                         reqs,
-                        Body::Exec { target, promise: OptPromise::NONE, what: Exec::Expr(rhs), scope, attr: None },
+                        Body::Exec { target, promise: OptPromise::NONE, what: Exec::Expr(rhs), scope, attr: AttrSite::NONE },
                     );
                     Ok(())
                 }
@@ -273,6 +284,7 @@ impl Machine {
                 Ok(())
             }
             Body::Hook { base, name, scope, resumer, propagate_unset, location } => {
+                let location = self.loc(location);
                 let mut values = Values(SmallVec::new());
                 let mut unset: Option<CellId> = None;
                 for (k, c) in requires {
@@ -330,6 +342,7 @@ impl Machine {
                 self.resume_variable(resumer, cell)
             }
             Body::IsDefinedWait { cell, target, location } => {
+                let location = self.loc(location);
                 let v = self.is_defined_value(cell);
                 self.set_cell(target, v, location, true)
             }
@@ -529,7 +542,7 @@ impl Machine {
         let (expr, lhs) = (self.comps[helper as usize].expr, self.comps[helper as usize].lhs);
         let Op::ListComp { element, .. } = c.expr(expr).kind else { unreachable!() };
         if guarded {
-            return Ok(values.get(&Key::Extra(1)).cloned().unwrap_or(Value::NULL));
+            return Ok(values.get(&Key::extra(1)).cloned().unwrap_or(Value::NULL));
         }
         if unknown {
             if let Some(col) = lhs {
@@ -571,6 +584,7 @@ impl Machine {
         } else {
             self.requires(value, scope)?
         };
+        let site = AttrSite(self.loc_id(location).0);
         self.spawn(
             reqs,
             Body::Exec {
@@ -578,7 +592,7 @@ impl Machine {
                 promise: promise.into(),
                 what: Exec::Expr(value),
                 scope,
-                attr: Some(AttrCtx::new(inst, attribute, location)),
+                attr: site,
             },
         );
         Ok(())
@@ -588,7 +602,7 @@ impl Machine {
         let p = self.prog();
         let c = self.code();
         let location = p.stmt(stmt).location;
-        if let Some(Value::List(ids)) = values.get(&Key::Promises) {
+        if let Some(Value::List(ids)) = values.get(&Key::PROMISES) {
             for id in ids.iter() {
                 if let Value::Int(i) = id {
                     let ep = &mut self.eager[*i as usize];

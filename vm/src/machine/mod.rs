@@ -441,18 +441,72 @@ fn prefetch<T>(ptr: *const T) {
     let _ = ptr;
 }
 
-/// A key in a task's requirement table: one word besides its tag, so that a requirement is
-/// 12 bytes and two fit in a task slot. A variable of another namespace (`ns::x`) is keyed by
+/// A key in a task's requirement table, in one word: its kind in the high three bits and an
+/// index in the other 29, so that a requirement is 8 bytes and a task slot's two inline ones
+/// take 24 with their length (see [`Waiter`]). The verifier keeps instructions and names
+/// within 29 bits (`MAX_KEY_INDEX`). A variable of another namespace (`ns::x`) is keyed by
 /// its expression instead of by its two-word name: every read of it in one expression finds
 /// the same cell, so one entry per read holds the same value that one entry per name would.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum Key {
-    Expr(ExprId),
-    Name(Symbol),
-    Collector(ExprId),
-    Promises,
-    Extra(u32),
-    Index(u32),
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct Key(u32);
+
+/// The largest index a [`Key`] holds.
+pub(crate) const MAX_KEY_INDEX: u32 = (1 << 29) - 1;
+
+impl Key {
+    const KIND_EXPR: u32 = 0;
+    const KIND_NAME: u32 = 1;
+    const KIND_COLLECTOR: u32 = 2;
+    const KIND_PROMISES: u32 = 3;
+    const KIND_EXTRA: u32 = 4;
+    const KIND_INDEX: u32 = 5;
+    const KIND_SHIFT: u32 = 29;
+
+    /// The promises of a constructor's eager attributes.
+    const PROMISES: Key = Key::new(Self::KIND_PROMISES, 0);
+
+    #[inline]
+    const fn new(kind: u32, index: u32) -> Key {
+        debug_assert!(index <= MAX_KEY_INDEX, "the verifier and the machine bound key indices");
+        Key(kind << Self::KIND_SHIFT | index & MAX_KEY_INDEX)
+    }
+
+    /// The value of an expression.
+    #[inline]
+    fn expr(expr: ExprId) -> Key {
+        Key::new(Self::KIND_EXPR, expr.0)
+    }
+
+    /// The value of a variable of the task's own namespace.
+    #[inline]
+    fn name(name: Symbol) -> Key {
+        Key::new(Self::KIND_NAME, name.as_u32())
+    }
+
+    /// The collector that gathers the value of `expr` gradually.
+    #[inline]
+    fn collector(expr: ExprId) -> Key {
+        Key::new(Self::KIND_COLLECTOR, expr.0)
+    }
+
+    /// A requirement a task adds for itself (the `n`th).
+    #[inline]
+    fn extra(n: u32) -> Key {
+        Key::new(Self::KIND_EXTRA, n)
+    }
+
+    /// The `n`th result of a list comprehension.
+    #[inline]
+    fn index(n: u32) -> Key {
+        Key::new(Self::KIND_INDEX, n)
+    }
+}
+
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = ["Expr", "Name", "Collector", "Promises", "Extra", "Index", "?", "?"][(self.0 >> Self::KIND_SHIFT) as usize];
+        write!(f, "{kind}({})", self.0 & MAX_KEY_INDEX)
+    }
 }
 
 /// A task's requirements: usually one or two, kept inline.
@@ -474,10 +528,10 @@ impl Values {
         self.0.iter().find(|(x, _)| x == k).map(|(_, v)| v)
     }
 
-    /// Whether a gradual listener collects the value of `expr` (see [`Key::Collector`]).
+    /// Whether a gradual listener collects the value of `expr` (see [`Key::collector`]).
     #[inline(always)]
     fn has_collector(&self, expr: ExprId) -> bool {
-        !self.0.is_empty() && self.get(&Key::Collector(expr)).is_some()
+        !self.0.is_empty() && self.get(&Key::collector(expr)).is_some()
     }
 }
 
@@ -485,7 +539,7 @@ impl Values {
 enum Body {
     /// Evaluate an expression and store it (`ExecutionUnit`), optionally as an attribute
     /// assignment whose errors are wrapped (`SetAttributeHelper`).
-    Exec { target: CellId, promise: OptPromise, what: Exec, scope: ScopeId, attr: Option<AttrCtx> },
+    Exec { target: CellId, promise: OptPromise, what: Exec, scope: ScopeId, attr: AttrSite },
     /// `x.a = e` after `x` is known.
     SetAttr { stmt: StmtId, scope: ScopeId },
     /// `a and b` / `a or b` after `a` is known.
@@ -493,9 +547,9 @@ enum Body {
     /// An index lookup once the query is known.
     Lookup { expr: ExprId, scope: ScopeId, target: CellId },
     /// `VariableReferenceHook`: resolve `base.name` and hand the cell to a resumer.
-    Hook { base: ExprId, name: Symbol, scope: ScopeId, resumer: Resumer, propagate_unset: bool, location: Location },
+    Hook { base: ExprId, name: Symbol, scope: ScopeId, resumer: Resumer, propagate_unset: bool, location: LocId },
     /// `is defined` waiting for the variable to be ready.
-    IsDefinedWait { cell: CellId, target: CellId, location: Location },
+    IsDefinedWait { cell: CellId, target: CellId, location: LocId },
     /// A conditional expression: first the condition, then the chosen branch.
     Cond { src: CondSrc, scope: ScopeId, result: CellId, lhs: Option<CollectorId>, chosen: Option<bool> },
     /// A list comprehension's iterable is complete.
@@ -512,7 +566,7 @@ enum Body {
 /// bodies such tasks have, which are all plain data.
 #[derive(Clone, Copy)]
 enum Deferred {
-    Exec { target: CellId, promise: OptPromise, what: Exec, scope: ScopeId, attr: Option<AttrCtx> },
+    Exec { target: CellId, promise: OptPromise, what: Exec, scope: ScopeId, attr: AttrSite },
     Cond { src: CondSrc, scope: ScopeId, result: CellId, lhs: Option<CollectorId>, chosen: Option<bool> },
 }
 
@@ -535,13 +589,14 @@ impl Deferred {
     }
 }
 
-// A task body is 48 bytes on 64-bit targets, and with its requirements a task slot is 88; a
-// million-instance model keeps four million slots.
+// A task body is 32 bytes on 64-bit targets, and with its requirements a task slot is 64, one
+// cache line (a table's elements start at a page boundary): a million-instance model keeps
+// four million slots, and waking a task or running it touches one line of its slot.
 #[cfg(target_pointer_width = "64")]
 const _: () = assert!(
-    std::mem::size_of::<Option<Body>>() == 48
-        && std::mem::size_of::<(Key, CellId)>() == 12
-        && std::mem::size_of::<Waiter>() == 88
+    std::mem::size_of::<Option<Body>>() == 32
+        && std::mem::size_of::<(Key, CellId)>() == 8
+        && std::mem::size_of::<Waiter>() == 64
 );
 
 /// An optional promise in four bytes (`NONE` for none), to keep task bodies small.
@@ -595,24 +650,21 @@ enum Exec {
     },
 }
 
+/// A place in the source, as its index in the machine's `LocationTable`: four bytes where a
+/// `Location` is twelve, so that task bodies stay within 32 bytes (see [`Waiter`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct LocId(u32);
+
+/// The place of an attribute assignment whose task this is (`SetAttributeHelper`), or none:
+/// its errors are wrapped as errors of the attribute, which is the task's target cell's.
 #[derive(Clone, Copy)]
-struct AttrCtx {
-    /// The instance's index plus one: the zero this leaves free lets `Option<AttrCtx>` (in
-    /// every task body) take no more room than `AttrCtx`.
-    instance_plus_one: std::num::NonZeroU32,
-    attr: Symbol,
-    location: Location,
-}
+struct AttrSite(u32);
 
-impl AttrCtx {
-    fn new(instance: InstanceId, attr: Symbol, location: Location) -> Self {
-        let instance_plus_one =
-            std::num::NonZeroU32::new(instance.wrapping_add(1)).expect("fewer than u32::MAX instances");
-        AttrCtx { instance_plus_one, attr, location }
-    }
+impl AttrSite {
+    const NONE: AttrSite = AttrSite(NONE);
 
-    fn instance(&self) -> InstanceId {
-        self.instance_plus_one.get() - 1
+    fn get(self) -> Option<LocId> {
+        (self.0 != NONE).then_some(LocId(self.0))
     }
 }
 
@@ -627,7 +679,7 @@ enum Resumer {
     Eager(u32),
     IsDefined {
         target: CellId,
-        location: Location,
+        location: LocId,
     },
 }
 
@@ -1124,6 +1176,19 @@ impl Machine {
     /// The program, without borrowing the machine (see [`Shared`]).
     fn prog(&self) -> Shared<Program> {
         Shared(std::ptr::NonNull::from(&*self.program))
+    }
+
+    /// The id of a place in the source, for a task body.
+    #[inline]
+    fn loc_id(&mut self, location: Location) -> LocId {
+        LocId(self.locations.intern(location))
+    }
+
+    /// The place a [`LocId`] stands for. Task bodies hold places of the program's code, of
+    /// which there are far fewer than the table keeps; should one have been left out, the
+    /// error is reported without a place in a file rather than not at all.
+    fn loc(&self, id: LocId) -> Location {
+        self.locations.get(id.0).unwrap_or(Location::new(weft_ir::span::FileId(0), weft_ir::span::Span::default()))
     }
 
     /// The code, without borrowing the machine (see [`Shared`]).

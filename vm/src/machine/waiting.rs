@@ -386,7 +386,7 @@ impl Machine {
             Body::Lazy { expr, .. } | Body::Lookup { expr, .. } | Body::Call { expr, .. } => {
                 Some(self.code.location(*expr))
             }
-            Body::Hook { location, .. } | Body::IsDefinedWait { location, .. } => Some(*location),
+            Body::Hook { location, .. } | Body::IsDefinedWait { location, .. } => Some(self.loc(*location)),
             _ => None,
         }
     }
