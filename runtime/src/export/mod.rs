@@ -32,7 +32,7 @@ use weft_ir::program::{AttributeKind, EntityId, Program};
 use weft_ir::span::Location;
 use weft_ir::value::Value;
 use weft_ir::{Diagnostic, ErrorKind, Symbol};
-use weft_vm::Machine;
+use weft_vm::{Machine, Peeked};
 
 use crate::graph::{Resource, ResourceGraph, write_json, write_json_str};
 use crate::modules::Modules;
@@ -61,6 +61,15 @@ impl std::fmt::Debug for Model {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Model").field("instances", &self.machine.instances.len()).finish()
     }
+}
+
+/// What reading an attribute of an instance gives, lent ([`Model::read_symbol_with`]).
+pub(crate) enum ReadRef<'a> {
+    Missing,
+    NoValue,
+    Value(&'a Value),
+    /// A relation's elements, or a list literal's.
+    Items(&'a [Value]),
 }
 
 /// What reading an attribute of an instance gives.
@@ -154,6 +163,37 @@ impl Model {
             },
             _ => Read::Value(value),
         }
+    }
+
+    /// [`Self::read_symbol`] without copying the value: `f` sees it where the model keeps it,
+    /// and a relation's elements as they are, where `read_symbol` copies them into a list.
+    pub(crate) fn read_symbol_with<T>(
+        &self,
+        instance: u32,
+        symbol: Option<Symbol>,
+        f: impl FnOnce(ReadRef<'_>) -> T,
+    ) -> T {
+        let Some(cell) = symbol.and_then(|symbol| self.machine.slot(instance, symbol)) else {
+            return f(ReadRef::Missing);
+        };
+        let Some((_, attr)) = self.machine.cell_owner(cell) else { return f(ReadRef::Missing) };
+        let single = matches!(self.program().attribute(attr).kind, AttributeKind::Relation(end) if !end.is_multi());
+        let null = Value::NULL;
+        self.machine.peek_with(cell, |peeked| match (peeked, single) {
+            (Peeked::Empty, true) => f(ReadRef::NoValue),
+            (Peeked::Empty, false) => f(ReadRef::Value(&null)),
+            (Peeked::Value(Value::Null(_)), true) => f(ReadRef::NoValue),
+            (Peeked::Value(Value::List(items)), true) => match items.first() {
+                Some(first) => f(ReadRef::Value(first)),
+                None => f(ReadRef::NoValue),
+            },
+            (Peeked::Items(items), true) => match items.first() {
+                Some(first) => f(ReadRef::Value(first)),
+                None => f(ReadRef::NoValue),
+            },
+            (Peeked::Value(value), _) => f(ReadRef::Value(value)),
+            (Peeked::Items(items), false) => f(ReadRef::Items(items)),
+        })
     }
 
     /// The names of an instance's attributes that are not relations, in slot order.
@@ -513,20 +553,25 @@ impl<'m> Exporter<'m> {
         // A resource's requirements read the model and the table of resources, which is
         // complete, so they are worked out on the pool; the warnings are then given in
         // resource order. The initial list is only kept where it may be warned about.
+        let requires_symbol = model.symbol("requires");
+        let instances = |items: &[Value]| -> Vec<u32> {
+            items
+                .iter()
+                .filter_map(|v| match v {
+                    Value::Instance(i) => Some(*i),
+                    _ => None,
+                })
+                .collect()
+        };
         let converted: Vec<(Vec<usize>, Vec<u32>)> = self
             .instance_of
             .par_iter()
             .map(|&instance| {
-                let initial: Vec<u32> = match model.read(instance, "requires") {
-                    Read::Value(Value::List(items)) => items
-                        .iter()
-                        .filter_map(|v| match v {
-                            Value::Instance(i) => Some(*i),
-                            _ => None,
-                        })
-                        .collect(),
+                let initial: Vec<u32> = model.read_symbol_with(instance, requires_symbol, |read| match read {
+                    ReadRef::Items(items) => instances(items),
+                    ReadRef::Value(Value::List(items)) => instances(items),
                     _ => Vec::new(),
-                };
+                });
                 let requires: Vec<usize> = initial.iter().filter_map(|&i| resource_index(resource_of, i)).collect();
                 if requires.is_empty() { (requires, initial) } else { (requires, Vec::new()) }
             })

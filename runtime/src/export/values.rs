@@ -8,7 +8,7 @@ use weft_ir::value::{Reference, Value, float_repr};
 use weft_ir::{ErrorKind, Symbol};
 
 use super::types::{Getter, ResourceType};
-use super::{Model, Read, Stop, error_at};
+use super::{Model, Read, ReadRef, Stop, error_at};
 use crate::graph::{write_json, write_json_str};
 use crate::plugins::json::write_string;
 
@@ -34,30 +34,35 @@ pub(crate) fn map_field(
             location,
         ))
     };
+    let display = |v: &Value| model.display(v);
     let value = match getter {
-        Getter::Attr => match model.read_symbol(instance, symbol) {
-            Read::Value(value) => value,
-            Read::Missing => {
-                return Err(Stop::Error(error_at(
+        // Most fields: written from where the model keeps the value, without a copy.
+        Getter::Attr => {
+            return model.read_symbol_with(instance, symbol, |read| match read {
+                ReadRef::Value(value) => {
+                    collector.collect_text(&display, value, FieldPath::Field(name), out).map_err(failed)
+                }
+                ReadRef::Items(items) => {
+                    collector.collect_list_text(&display, items, FieldPath::Field(name), out).map_err(failed)
+                }
+                ReadRef::Missing => Err(Stop::Error(error_at(
                     ErrorKind::NotFoundException,
                     format!(
                         "could not find attribute with name: {name} in type {}",
                         model.program().entity(model.entity_of(instance)).name
                     ),
                     location,
-                )));
-            }
-            Read::NoValue => {
-                return Err(Stop::Error(error_at(
+                ))),
+                ReadRef::NoValue => Err(Stop::Error(error_at(
                     ErrorKind::OptionalValueException,
                     format!(
                         "Optional variable accessed that has no value (attribute `{name}` of `{}`)",
                         model.display(&Value::Instance(instance))
                     ),
                     location,
-                )));
-            }
-        },
+                ))),
+            });
+        }
         Getter::SendEvent | Getter::ReportOnly | Getter::ReceiveEvents => match model.read_symbol(instance, symbol) {
             Read::Value(value) => value,
             _ => Value::Bool(getter == Getter::ReceiveEvents),
@@ -88,7 +93,7 @@ pub(crate) fn map_field(
         Getter::Via => super::fs::via_context(model, instance).map_err(failed)?,
         Getter::FileHash | Getter::References | Getter::Mutators => Value::NULL,
     };
-    let converted = collector.collect_text(&|v| model.display(v), &value, FieldPath::Field(name), out);
+    let converted = collector.collect_text(&display, &value, FieldPath::Field(name), out);
     converted.map_err(failed)
 }
 
@@ -135,6 +140,27 @@ impl ReferenceCollector {
     /// `display` is Python's `str()` of a value, for those. Written straight from the model's
     /// values: building JSON values first cost an allocation per string, list and dict, freed
     /// again at once.
+    /// [`Self::collect_text`] of a list given by its elements.
+    pub(crate) fn collect_list_text(
+        &mut self,
+        display: &dyn Fn(&Value) -> String,
+        items: &[Value],
+        path: FieldPath<'_>,
+        out: &mut Vec<u8>,
+    ) -> Result<bool, String> {
+        out.push(b'[');
+        for (i, item) in items.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            if !self.collect_text(display, item, FieldPath::Index(&path, i), out)? {
+                return Ok(false);
+            }
+        }
+        out.push(b']');
+        Ok(true)
+    }
+
     pub(crate) fn collect_text(
         &mut self,
         display: &dyn Fn(&Value) -> String,
@@ -155,18 +181,7 @@ impl ReferenceCollector {
                 return Err(format!("the float {} at path {} is not valid JSON", float_repr(*f), path.render()));
             }
             Value::Str(s) => write_json_str(out, s),
-            Value::List(items) => {
-                out.push(b'[');
-                for (i, item) in items.iter().enumerate() {
-                    if i > 0 {
-                        out.push(b',');
-                    }
-                    if !self.collect_text(display, item, FieldPath::Index(&path, i), out)? {
-                        return Ok(false);
-                    }
-                }
-                out.push(b']');
-            }
+            Value::List(items) => return self.collect_list_text(display, items, path, out),
             Value::Dict(entries) => {
                 // Converted in the dict's order, so that its first Unknown or error is the one
                 // met; written in key order, as `serde_json`'s map writes keys, a later value

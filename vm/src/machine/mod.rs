@@ -535,6 +535,15 @@ impl Values {
     }
 }
 
+/// A cell's value as [`Machine::peek_with`] lends it.
+pub enum Peeked<'a> {
+    /// The cell holds no value.
+    Empty,
+    Value(&'a Value),
+    /// A list cell's elements.
+    Items(&'a [Value]),
+}
+
 /// What a task does when its requirements are ready.
 enum Body {
     /// Evaluate an expression and store it (`ExecutionUnit`), optionally as an attribute

@@ -64,6 +64,23 @@ impl Machine {
     }
 
     /// The value of a ready cell for the final checks and plugins (lists for relations).
+    /// [`Self::peek`] without a copy: `f` sees the value where the cell keeps it, or a list
+    /// cell's elements, which `peek` would copy into a new list.
+    pub fn peek_with<T>(&self, cell: CellId, f: impl FnOnce(Peeked<'_>) -> T) -> T {
+        let c = &self.cells[cell as usize];
+        match c.kind() {
+            CellKind::List | CellKind::ListLiteral => f(Peeked::Items(&self.x(cell).items)),
+            CellKind::Proxy => match c.target(&self.exts) {
+                Some(target) => self.peek_with(target, f),
+                None => f(Peeked::Empty),
+            },
+            _ => match c.value() {
+                Some(value) => f(Peeked::Value(&value)),
+                None => f(Peeked::Empty),
+            },
+        }
+    }
+
     pub fn peek(&self, cell: CellId) -> Option<Value> {
         let c = &self.cells[cell as usize];
         match c.kind() {
