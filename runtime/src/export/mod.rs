@@ -179,20 +179,19 @@ impl Model {
         let Some((_, attr)) = self.machine.cell_owner(cell) else { return f(ReadRef::Missing) };
         let single = matches!(self.program().attribute(attr).kind, AttributeKind::Relation(end) if !end.is_multi());
         let null = Value::NULL;
-        self.machine.peek_with(cell, |peeked| match (peeked, single) {
-            (Peeked::Empty, true) => f(ReadRef::NoValue),
-            (Peeked::Empty, false) => f(ReadRef::Value(&null)),
-            (Peeked::Value(Value::Null(_)), true) => f(ReadRef::NoValue),
-            (Peeked::Value(Value::List(items)), true) => match items.first() {
-                Some(first) => f(ReadRef::Value(first)),
-                None => f(ReadRef::NoValue),
-            },
-            (Peeked::Items(items), true) => match items.first() {
-                Some(first) => f(ReadRef::Value(first)),
-                None => f(ReadRef::NoValue),
-            },
-            (Peeked::Value(value), _) => f(ReadRef::Value(value)),
-            (Peeked::Items(items), false) => f(ReadRef::Items(items)),
+        // A `[1]` or `[0:1]` end is read as its one element, or as no value.
+        fn one(items: &[Value]) -> ReadRef<'_> {
+            items.first().map_or(ReadRef::NoValue, ReadRef::Value)
+        }
+        self.machine.peek_with(cell, |peeked| {
+            f(match (peeked, single) {
+                (Peeked::Empty, true) | (Peeked::Value(Value::Null(_)), true) => ReadRef::NoValue,
+                (Peeked::Empty, false) => ReadRef::Value(&null),
+                (Peeked::Value(Value::List(items)), true) => one(items),
+                (Peeked::Items(items), true) => one(items),
+                (Peeked::Value(value), _) => ReadRef::Value(value),
+                (Peeked::Items(items), false) => ReadRef::Items(items),
+            })
         })
     }
 
