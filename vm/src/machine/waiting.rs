@@ -144,12 +144,24 @@ impl Machine {
         if c.is_set(Cell::WATCHED) {
             self.zerowaiter_events.push(cell);
         }
-        if let Some(x) = self.existing_xm(cell) {
-            x.listeners = None;
+        if let Some(listeners) = self.existing_xm(cell).and_then(|x| x.listeners.take()) {
+            self.forget_seen(&listeners);
         }
         let mut waiters = self.take_waiters(cell);
         while let Some(w) = self.wait_nodes.pop(&mut waiters) {
             self.ready(w);
+        }
+    }
+
+    /// Frees what the `for` loops among `listeners` remember of the elements they have run
+    /// (`Collector::For::seen`), once their list is frozen: a loop listens to one list and
+    /// is given no element after its freeze, and the sets of a model's finished loops are
+    /// megabytes at its peak.
+    fn forget_seen(&mut self, listeners: &[CollectorId]) {
+        for &collector in listeners {
+            if let Collector::For { seen, .. } = &mut self.collectors[collector as usize] {
+                *seen = HashSet::new();
+            }
         }
     }
 
