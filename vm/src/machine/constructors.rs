@@ -204,6 +204,7 @@ impl Machine {
         }
         let self_cell = self.plain_with(Value::Instance(id), Some(location));
         debug_assert_eq!(self_cell, first_cell + p.entity(entity).slots.len() as CellId);
+        let location = self.loc_id(location);
         self.instances.push(Instance {
             entity,
             first_cell,

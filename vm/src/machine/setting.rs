@@ -301,7 +301,7 @@ impl Machine {
             NONE => &[],
             n => &self.more_locations[n as usize],
         };
-        std::iter::once(i.location).chain(more.iter().copied())
+        std::iter::once(self.loc(i.location)).chain(more.iter().copied())
     }
 
     /// The last constructor call that created or matched the instance (the one the reference
@@ -309,7 +309,7 @@ impl Machine {
     pub fn last_location(&self, inst: InstanceId) -> Location {
         let i = &self.instances[inst as usize];
         match i.more_locations {
-            NONE => i.location,
+            NONE => self.loc(i.location),
             n => *self.more_locations[n as usize].last().expect("a list of more locations is never empty"),
         }
     }
