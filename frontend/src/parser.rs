@@ -194,6 +194,11 @@ impl<'a, 'i> Parser<'a, 'i> {
         self.diagnostics.push(d);
     }
 
+    /// How many errors the lexer and the parser have reported so far.
+    fn error_count(&self) -> usize {
+        self.lexer.diagnostics.iter().chain(&self.diagnostics).filter(|d| d.is_error()).count()
+    }
+
     fn describe_token(&self, tok: Token) -> String {
         match tok.kind {
             TokenKind::Eof => "end of file".to_string(),
@@ -1032,14 +1037,20 @@ impl<'a, 'i> Parser<'a, 'i> {
                     return Err(self.unexpected("an expression; only names and attributes can be assigned to"));
                 }
                 let op_tok = self.bump();
+                let errors_before = self.error_count();
                 let value = self.parse_expr()?;
                 if !self.can_follow_item() {
                     return Err(self.unexpected("an operator or a new statement"));
                 }
                 // Both checks happen when the reference builds the assignment node, after the
-                // value has parsed.
+                // value has parsed: an error it raised while building the value (a repeated
+                // constructor argument) stopped it before them.
+                let value_failed = self.error_count() > errors_before;
                 if let ExprKind::Name(path) = expr.kind {
                     if op == AssignOp::Extend {
+                        if value_failed {
+                            return Err(Reported);
+                        }
                         let name = self.text(path.span).to_string();
                         return Err(self.error_at(
                             ErrorKind::ParserException,
@@ -1049,7 +1060,7 @@ impl<'a, 'i> Parser<'a, 'i> {
                             "`+=` only extends relation attributes",
                         ));
                     }
-                    if path.is_simple() {
+                    if path.is_simple() && !value_failed {
                         self.report_pending([self.hyphen_error(path.last())]);
                     }
                 }
