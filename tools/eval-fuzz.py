@@ -2191,6 +2191,11 @@ def run_weft(weft: str, case: Path, timeout=60) -> dict:
         if d.get("severity") != "error":
             continue
         err = (d.get("kind"), d.get("line"))
+        if d.get("code") == "E0011" and err[1] is not None:
+            # An unexpected end of file: weft points at the end of the text, the reference one
+            # line further, past the newline it appends to every file before parsing (the rule
+            # of tests/src/parser.rs `weft_outcome`).
+            err = (err[0], err[1] + 1)
         notes = d.get("notes") or []
         if notes:
             msg = notes[0].get("message", "")
