@@ -42,8 +42,8 @@ fn first_to_escape(bytes: &[u8]) -> Option<usize> {
         let below_space = word.wrapping_sub(ONES * 0x20) & !word;
         let quote = word ^ (ONES * u64::from(b'"'));
         let backslash = word ^ (ONES * u64::from(b'\\'));
-        let flags = (below_space | (quote.wrapping_sub(ONES) & !quote) | (backslash.wrapping_sub(ONES) & !backslash))
-            & HIGHS;
+        let flags =
+            (below_space | (quote.wrapping_sub(ONES) & !quote) | (backslash.wrapping_sub(ONES) & !backslash)) & HIGHS;
         if flags != 0 {
             return Some(base + (flags.trailing_zeros() / 8) as usize);
         }

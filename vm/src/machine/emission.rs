@@ -37,7 +37,13 @@ impl Machine {
                 let reqs = self.requires(*value, scope)?;
                 self.spawn(
                     reqs,
-                    Body::Exec { target, promise: OptPromise::NONE, what: Exec::Expr(*value), scope, attr: AttrSite::NONE },
+                    Body::Exec {
+                        target,
+                        promise: OptPromise::NONE,
+                        what: Exec::Expr(*value),
+                        scope,
+                        attr: AttrSite::NONE,
+                    },
                 );
             }
             StmtKind::SetAttr { instance, .. } => {
@@ -50,7 +56,13 @@ impl Machine {
                 let target = self.sink;
                 self.spawn(
                     reqs,
-                    Body::Exec { target, promise: OptPromise::NONE, what: Exec::Stmt(stmt), scope, attr: AttrSite::NONE },
+                    Body::Exec {
+                        target,
+                        promise: OptPromise::NONE,
+                        what: Exec::Stmt(stmt),
+                        scope,
+                        attr: AttrSite::NONE,
+                    },
                 );
             }
             StmtKind::For { iterable, body, .. } => {
@@ -60,7 +72,13 @@ impl Machine {
                 let target = self.sink;
                 self.spawn(
                     reqs,
-                    Body::Exec { target, promise: OptPromise::NONE, what: Exec::Stmt(stmt), scope, attr: AttrSite::NONE },
+                    Body::Exec {
+                        target,
+                        promise: OptPromise::NONE,
+                        what: Exec::Stmt(stmt),
+                        scope,
+                        attr: AttrSite::NONE,
+                    },
                 );
             }
             StmtKind::Expr(e) => {
@@ -535,7 +553,10 @@ impl Machine {
         // elements would need some twelve gigabytes of cells before it got here.
         let count = self.comps[helper as usize].results.len();
         if count > MAX_KEY_INDEX as usize + 1 {
-            return Err(rt(format!("a list comprehension of {count} elements: weft supports at most {}", MAX_KEY_INDEX as usize + 1)));
+            return Err(rt(format!(
+                "a list comprehension of {count} elements: weft supports at most {}",
+                MAX_KEY_INDEX as usize + 1
+            )));
         }
         let reqs: Reqs = self.comps[helper as usize]
             .results

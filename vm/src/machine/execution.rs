@@ -77,11 +77,10 @@ impl Machine {
         Ok(())
     }
 
-    /// The error of an `ExecutionUnit`, in the words and at the place the reference gives it.
+    /// The error of an `ExecutionUnit`, in the words and at the place the reference gives it,
+    /// or, for an attribute assignment (`attr`), its `SetAttributeHelper`'s: wrapped as an
+    /// error of the attribute, which is the one the task's `target` cell holds.
     #[cold]
-    /// An error of a task's expression, as the reference's `ExecutionUnit` reports it, or,
-    /// for an attribute assignment (`attr`), its `SetAttributeHelper`: wrapped as an error of
-    /// the attribute, which is the one the task's `target` cell holds.
     fn execution_error(&self, e: EvalError, target: CellId, what: Exec, attr: AttrSite) -> EvalError {
         match attr.get() {
             Some(site) => {
@@ -213,7 +212,13 @@ impl Machine {
                     let reqs = self.requires(rhs, scope)?;
                     self.spawn(
                         reqs,
-                        Body::Exec { target, promise: OptPromise::NONE, what: Exec::Expr(rhs), scope, attr: AttrSite::NONE },
+                        Body::Exec {
+                            target,
+                            promise: OptPromise::NONE,
+                            what: Exec::Expr(rhs),
+                            scope,
+                            attr: AttrSite::NONE,
+                        },
                     );
                     Ok(())
                 }
@@ -587,13 +592,7 @@ impl Machine {
         let site = AttrSite(self.loc_id(location).0);
         self.spawn(
             reqs,
-            Body::Exec {
-                target: cell,
-                promise: promise.into(),
-                what: Exec::Expr(value),
-                scope,
-                attr: site,
-            },
+            Body::Exec { target: cell, promise: promise.into(), what: Exec::Expr(value), scope, attr: site },
         );
         Ok(())
     }

@@ -504,7 +504,8 @@ impl Key {
 
 impl std::fmt::Debug for Key {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let kind = ["Expr", "Name", "Collector", "Promises", "Extra", "Index", "?", "?"][(self.0 >> Self::KIND_SHIFT) as usize];
+        let kind = ["Expr", "Name", "Collector", "Promises", "Extra", "Index", "?", "?"]
+            [(self.0 >> Self::KIND_SHIFT) as usize];
         write!(f, "{kind}({})", self.0 & MAX_KEY_INDEX)
     }
 }

@@ -63,7 +63,6 @@ impl Machine {
         }
     }
 
-    /// The value of a ready cell for the final checks and plugins (lists for relations).
     /// [`Self::peek`] without a copy: `f` sees the value where the cell keeps it, or a list
     /// cell's elements, which `peek` would copy into a new list.
     pub fn peek_with<T>(&self, cell: CellId, f: impl FnOnce(Peeked<'_>) -> T) -> T {
@@ -81,6 +80,7 @@ impl Machine {
         }
     }
 
+    /// The value of a ready cell for the final checks and plugins (lists for relations).
     pub fn peek(&self, cell: CellId) -> Option<Value> {
         let c = &self.cells[cell as usize];
         match c.kind() {
