@@ -146,27 +146,18 @@ impl Model {
     }
 
     /// [`Self::read`] of the attribute named by `symbol` (`None`: a name the program does not
-    /// have).
+    /// have): [`Self::read_symbol_with`], the value copied out.
     pub(crate) fn read_symbol(&self, instance: u32, symbol: Option<Symbol>) -> Read {
-        let program = self.program();
-        let Some(cell) = symbol.and_then(|symbol| self.machine.slot(instance, symbol)) else {
-            return Read::Missing;
-        };
-        let Some((_, attr)) = self.machine.cell_owner(cell) else { return Read::Missing };
-        let value = self.machine.peek(cell).unwrap_or(Value::NULL);
-        match program.attribute(attr).kind {
-            AttributeKind::Relation(end) if !end.is_multi() => match value {
-                Value::Null(_) => Read::NoValue,
-                Value::List(items) if items.is_empty() => Read::NoValue,
-                Value::List(items) => Read::Value(items[0].clone()),
-                other => Read::Value(other),
-            },
-            _ => Read::Value(value),
-        }
+        self.read_symbol_with(instance, symbol, |read| match read {
+            ReadRef::Missing => Read::Missing,
+            ReadRef::NoValue => Read::NoValue,
+            ReadRef::Value(value) => Read::Value(value.clone()),
+            ReadRef::Items(items) => Read::Value(Value::List(std::sync::Arc::from(items))),
+        })
     }
 
-    /// [`Self::read_symbol`] without copying the value: `f` sees it where the model keeps it,
-    /// and a relation's elements as they are, where `read_symbol` copies them into a list.
+    /// An attribute of an instance, lent to `f` where the model keeps it: a relation's elements
+    /// as they are, a `[1]` or `[0:1]` end as its one element or as no value.
     pub(crate) fn read_symbol_with<T>(
         &self,
         instance: u32,
