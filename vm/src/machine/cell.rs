@@ -184,6 +184,18 @@ impl PackedValue {
         PackedValue::from_word(Box::into_raw(Box::new(value)) as usize as u64)
     }
 
+    /// A string, list or dict of `len` elements, taken apart: its address and length in one
+    /// word under `thin_tag`, or boxed under `boxed_tag` when they do not fit.
+    fn pack_shared<T: ?Sized>(shared: Arc<T>, len: usize, thin_tag: u32, boxed_tag: u32) -> (u32, PackedValue) {
+        match PackedValue::thin(Arc::as_ptr(&shared).cast(), len) {
+            Some(payload) => {
+                let _ = Arc::into_raw(shared);
+                (thin_tag, payload)
+            }
+            None => (boxed_tag, PackedValue::boxed(shared)),
+        }
+    }
+
     /// Takes a value apart: its tag and its payload, which now owns what the value owned.
     fn pack(value: Value) -> (u32, PackedValue) {
         let pointer = |p: *const u8| p as usize as u64;
@@ -193,27 +205,18 @@ impl PackedValue {
             Value::Int(i) => (TAG_INT, PackedValue::from_word(i as u64)),
             Value::BigInt(i) => (TAG_BIGINT, PackedValue::from_word(pointer(Arc::into_raw(i).cast()))),
             Value::Float(f) => (TAG_FLOAT, PackedValue::from_word(f.to_bits())),
-            Value::Str(s) => match PackedValue::thin(s.as_ptr(), s.len()) {
-                Some(payload) => {
-                    let _ = Arc::into_raw(s);
-                    (TAG_STR, payload)
-                }
-                None => (TAG_BOXED_STR, PackedValue::boxed(s)),
-            },
-            Value::List(items) => match PackedValue::thin(items.as_ptr().cast(), items.len()) {
-                Some(payload) => {
-                    let _ = Arc::into_raw(items);
-                    (TAG_LIST, payload)
-                }
-                None => (TAG_BOXED_LIST, PackedValue::boxed(items)),
-            },
-            Value::Dict(entries) => match PackedValue::thin(entries.as_ptr().cast(), entries.len()) {
-                Some(payload) => {
-                    let _ = Arc::into_raw(entries);
-                    (TAG_DICT, payload)
-                }
-                None => (TAG_BOXED_DICT, PackedValue::boxed(entries)),
-            },
+            Value::Str(s) => {
+                let len = s.len();
+                PackedValue::pack_shared(s, len, TAG_STR, TAG_BOXED_STR)
+            }
+            Value::List(items) => {
+                let len = items.len();
+                PackedValue::pack_shared(items, len, TAG_LIST, TAG_BOXED_LIST)
+            }
+            Value::Dict(entries) => {
+                let len = entries.len();
+                PackedValue::pack_shared(entries, len, TAG_DICT, TAG_BOXED_DICT)
+            }
             Value::Instance(i) => (TAG_INSTANCE, PackedValue::from_word(u64::from(i))),
             Value::Unknown => (TAG_UNKNOWN, Self::EMPTY),
             Value::Reference(r) => (TAG_REFERENCE, PackedValue::from_word(pointer(Arc::into_raw(r).cast()))),
