@@ -188,20 +188,22 @@ impl Machine {
         let p = self.prog();
         let id = self.instances.len() as InstanceId;
         let first_cell = self.cells.len() as CellId;
-        for &(_, attr) in &p.entity(entity).slots {
-            let a = p.attribute(attr);
+        for planned in self.instance_plans[entity.index()].iter() {
             // The cell's type check is the attribute's, looked up through `link` when set.
-            let kind = match a.kind {
-                AttributeKind::Value(_) => CellKind::Plain,
-                AttributeKind::Relation(r) if r.lower == 1 && r.upper == Some(1) => CellKind::Single,
-                AttributeKind::Relation(r) if r.lower == 0 && r.upper == Some(1) => CellKind::Option,
-                AttributeKind::Relation(_) => CellKind::List,
-            };
-            let cid = self.cells.push(Cell::attribute(kind, id, attr)) as CellId;
-            if self.cells[cid as usize].is_delayed() && self.can_get(cid) {
-                self.queue(cid);
+            let mut cell = Cell::attribute(planned.kind, id, planned.attr);
+            if planned.queued_at_birth {
+                // `Machine::queue` of a cell that was never queued.
+                cell.set_queued(true);
+                let cid = self.cells.push(cell) as CellId;
+                self.wait_queue.push_back((cid, true));
+            } else {
+                self.cells.push(cell);
             }
         }
+        debug_assert!((first_cell..self.cells.len() as CellId).all(|cid| {
+            let c = &self.cells[cid as usize];
+            c.queued() == (c.is_delayed() && self.can_get(cid))
+        }));
         let self_cell = self.plain_with(Value::Instance(id), Some(location));
         debug_assert_eq!(self_cell, first_cell + p.entity(entity).slots.len() as CellId);
         let location = self.loc_id(location);

@@ -343,13 +343,23 @@ impl LocationTable {
         (mixed >> (32 - Self::RECENT.trailing_zeros())) as usize
     }
 
-    #[inline]
+    /// The index of a location: from the cache when it holds it (nearly always), inlined into
+    /// every set, so that the hit costs a dozen instructions and no call; called out of line,
+    /// the hit's register saves and restores were half of its cost.
+    #[inline(always)]
     fn intern(&mut self, location: Location) -> u32 {
         let slot = Self::recent_slot(&location);
         let cached = self.recent[slot];
-        if cached != NONE && self.list[cached as usize] == location {
+        if cached != NONE && self.list.get(cached as usize) == Some(&location) {
             return cached;
         }
+        self.intern_missed(location, slot)
+    }
+
+    /// [`Self::intern`] when the cache does not hold the location.
+    #[cold]
+    #[inline(never)]
+    fn intern_missed(&mut self, location: Location, slot: usize) -> u32 {
         let i = match self.index.get(&location) {
             Some(&i) => i,
             // A cell keeps 28 bits of location; past that many distinct locations (never, for
@@ -371,6 +381,36 @@ impl LocationTable {
             return None;
         }
         self.list.get(i as usize).copied()
+    }
+}
+
+/// One attribute cell of a new instance, worked out once per entity from the program rather
+/// than for every instance: constructing an instance looked up each attribute's kind and
+/// bounds, about a hundred instructions per attribute.
+struct InstanceCellPlan {
+    attr: AttrId,
+    kind: CellKind,
+    /// Whether the cell could be frozen as soon as it exists, so that it is queued for the
+    /// scheduler at once (`Machine::can_get` of an empty cell): a `[0:1]` end, and a
+    /// multi-valued end without a lower bound.
+    queued_at_birth: bool,
+}
+
+impl InstanceCellPlan {
+    fn for_entity(program: &Program, entity: &weft_ir::program::Entity) -> Box<[InstanceCellPlan]> {
+        entity
+            .slots
+            .iter()
+            .map(|&(_, attr)| {
+                let (kind, queued_at_birth) = match program.attribute(attr).kind {
+                    AttributeKind::Value(_) => (CellKind::Plain, false),
+                    AttributeKind::Relation(r) if r.lower == 1 && r.upper == Some(1) => (CellKind::Single, false),
+                    AttributeKind::Relation(r) if r.lower == 0 && r.upper == Some(1) => (CellKind::Option, true),
+                    AttributeKind::Relation(r) => (CellKind::List, r.lower <= 0),
+                };
+                InstanceCellPlan { attr, kind, queued_at_birth }
+            })
+            .collect()
     }
 }
 
@@ -913,6 +953,9 @@ pub struct Machine {
     pub entities: Vec<EntityState>,
     /// Per entity: where its attributes are among an instance's cells.
     slot_tables: Vec<SlotTable>,
+    /// Per entity: the cells a new instance starts with (see [`InstanceCellPlan`]). Never
+    /// changed after construction: `new_instance` reads it through a [`Shared`].
+    instance_plans: Vec<Box<[InstanceCellPlan]>>,
     ns_scopes: Vec<ScopeId>,
     /// FIFO of ready tasks. [`RESUMPTION`] stands for the front of `resumptions`, [`DEFERRED`]
     /// for the front of `deferred`.
@@ -1017,6 +1060,7 @@ impl Machine {
             .map(|_| EntityState { index: hashbrown::HashTable::new(), index_queue: HashMap::new(), queued_keys: 0 })
             .collect();
         let slot_tables = program.entities.iter().map(|e| SlotTable::new(&e.slots)).collect();
+        let instance_plans = program.entities.iter().map(|e| InstanceCellPlan::for_entity(&program, e)).collect();
         let block_variables = program
             .blocks
             .iter()
@@ -1049,6 +1093,7 @@ impl Machine {
             instances: Table::new(),
             more_locations: Vec::new(),
             slot_tables,
+            instance_plans,
             locations: LocationTable::default(),
             lookups: LookupCache::default(),
             block_variables,
