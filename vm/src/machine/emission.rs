@@ -266,7 +266,7 @@ impl Machine {
             | Op::FString { .. }
             | Op::Call { .. }
             | Op::IndexLookup { .. }
-            | Op::SelectorLookup { .. } => error.at(e.location),
+            | Op::SelectorLookup { .. } => error.at(e.location()),
             _ => error,
         }
     }
@@ -276,16 +276,16 @@ impl Machine {
         let p = self.prog();
         let c = self.code();
         let e = c.expr(expr);
-        let location = e.location;
+        let location = || c.location(expr);
         match &e.kind {
             Op::Const(_) => {}
             Op::Var(name) => {
-                let cell = self.lookup_var(scope, *name).map_err(|err| err.arose_at(location))?;
+                let cell = self.lookup_var(scope, *name).map_err(|err| err.arose_at(location()))?;
                 reqs.push((Self::var_key(expr, *name), cell));
             }
             Op::Attr { base, name } => {
                 let proxy = self.new_requirement_proxy();
-                self.schedule_hook(Some(*base), *name, scope, Resumer::Requirement(proxy), false, location)?;
+                self.schedule_hook(Some(*base), *name, scope, Resumer::Requirement(proxy), false, location())?;
                 reqs.push((Key::expr(expr), proxy));
             }
             Op::Subscript { map, key } => {
@@ -389,8 +389,8 @@ impl Machine {
             }
             Op::IsDefined { base, name } => {
                 let target = self.new_cell(CellKind::Plain);
-                let resumer = Resumer::IsDefined { target, location: self.loc_id(location) };
-                self.schedule_hook(*base, *name, scope, resumer, false, location)?;
+                let resumer = Resumer::IsDefined { target, location: self.loc_id(location()) };
+                self.schedule_hook(*base, *name, scope, resumer, false, location())?;
                 reqs.push((Key::expr(expr), target));
             }
         }
@@ -402,12 +402,12 @@ impl Machine {
     pub(super) fn requires_gradual(&mut self, expr: ExprId, scope: ScopeId, collector: CollectorId) -> R<Reqs> {
         let c = self.code();
         let e = c.expr(expr);
-        let location = e.location;
+        let location = || c.location(expr);
         match &e.kind {
             Op::Var(_) => {
                 let mut reqs = self.requires(expr, scope)?;
                 let cell = reqs[0].1;
-                if !self.listen(cell, collector, location)? {
+                if !self.listen(cell, collector, location())? {
                     let c = self.plain_with(Value::Int(collector as i64), None);
                     reqs.push((Key::collector(expr), c));
                 }
@@ -415,14 +415,14 @@ impl Machine {
             }
             Op::Attr { base, name } => {
                 let proxy = self.new_cell(CellKind::Proxy);
-                self.proxy_listeners.insert(proxy, ProxyListener { collector, location, notify: false });
+                self.proxy_listeners.insert(proxy, ProxyListener { collector, location: location(), notify: false });
                 self.cells[proxy as usize].flag(Cell::LISTENED, true);
-                self.schedule_hook(Some(*base), *name, scope, Resumer::Reader(proxy), false, location)?;
+                self.schedule_hook(Some(*base), *name, scope, Resumer::Reader(proxy), false, location())?;
                 Ok(smallvec![(Key::expr(expr), proxy)])
             }
             Op::List(items) => {
                 let temp = self.new_cell(CellKind::ListLiteral);
-                self.listen(temp, collector, location)?;
+                self.listen(temp, collector, location())?;
                 let temp_collector = self.add_collector(Collector::Cell(temp));
                 for item in items.iter() {
                     let promise = self.get_promise(temp);

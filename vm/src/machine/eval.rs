@@ -92,24 +92,24 @@ impl Machine {
     fn eval_operator(&mut self, expr: ExprId, values: &Values, scope: ScopeId) -> R<Value> {
         let c = self.code();
         let e = c.expr(expr);
-        let location = e.location;
+        let location = || c.location(expr);
         let result = match &e.kind {
             Op::Const(v) => (*v).clone(),
             kind if let Some(key) = Self::read_key(expr, kind) => values.get(&key).cloned().unwrap_or(Value::NULL),
             Op::Subscript { map, key } => {
                 let m = self.eval_borrowed(*map, values, &c, scope)?;
                 let k = self.eval_borrowed(*key, values, &c, scope)?;
-                self.subscript(&m, &k).map_err(|e| e.at(location))?
+                self.subscript(&m, &k).map_err(|e| e.at(location()))?
             }
             Op::Not(a) => {
                 let v = self.eval(*a, values, scope)?;
-                self.negate(v).map_err(|e| e.at(location))?
+                self.negate(v).map_err(|e| e.at(location()))?
             }
             Op::Binary { op, lhs, rhs } => {
                 let a = self.eval_borrowed(*lhs, values, &c, scope)?;
                 let b = self.eval_borrowed(*rhs, values, &c, scope)?;
                 self.binary(*op, &a, &b).map_err(|e| {
-                    let e = e.at(location);
+                    let e = e.at(location());
                     self.with_operand_labels(e, &[(*lhs, self.operand_type(&a)), (*rhs, self.operand_type(&b))])
                 })?
             }
@@ -148,7 +148,7 @@ impl Machine {
                 let mut unknown = false;
                 for (_, r) in parts.iter() {
                     let v = self.eval(*r, values, scope)?;
-                    match self.interpolated(v, || self.expr_text(*r)).map_err(|e| e.at(location))? {
+                    match self.interpolated(v, || self.expr_text(*r)).map_err(|e| e.at(location()))? {
                         None => {
                             unknown = true;
                             break;
@@ -177,7 +177,7 @@ impl Machine {
                 let mut unknown = false;
                 for (key, r) in fields.iter() {
                     let v = self.eval(*r, values, scope)?;
-                    let Some(v) = self.interpolated(v, || key.trim().to_string()).map_err(|e| e.at(location))? else {
+                    let Some(v) = self.interpolated(v, || key.trim().to_string()).map_err(|e| e.at(location()))? else {
                         unknown = true;
                         break;
                     };
@@ -187,15 +187,15 @@ impl Machine {
                     Value::Unknown
                 } else {
                     let render = |v: &Value| self.display_value_fmt(v).into_owned();
-                    pyformat::format_value(template, &kwargs, &render).map_err(|e| e.at(location))?
+                    pyformat::format_value(template, &kwargs, &render).map_err(|e| e.at(location()))?
                 }
             }
-            Op::Construct(c) => self.construct(*c, values, scope, location)?,
+            Op::Construct(c) => self.construct(*c, values, scope, location())?,
             // `read_key` has a key for every operator without an arm here (the guarded arm).
             _ => unreachable!("an operator without a read key has an arm of its own"),
         };
         if let Some(Value::Int(collector)) = values.get(&Key::collector(expr)) {
-            self.receive_flatten(*collector as CollectorId, result.clone(), location)?;
+            self.receive_flatten(*collector as CollectorId, result.clone(), location())?;
         }
         Ok(result)
     }

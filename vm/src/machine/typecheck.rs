@@ -326,7 +326,7 @@ impl Machine {
                         self.var_text(*name)
                     ),
                 )
-                .at(e.location));
+                .at(e.location()));
             }
             Op::Not(a) => {
                 let v = sub(self, *a)?;
@@ -413,14 +413,14 @@ impl Machine {
                     ErrorKind::DirectExecuteException,
                     format!("The statement {statement} can not be executed in this context"),
                 )
-                .at(e.location));
+                .at(e.location()));
             }
             _ => {
                 return Err(EvalError::new(
                     ErrorKind::DirectExecuteException,
                     "this expression can not be executed in a type constraint",
                 )
-                .at(e.location));
+                .at(e.location()));
             }
         })
     }
