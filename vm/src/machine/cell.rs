@@ -569,6 +569,17 @@ impl Cell {
         drop(previous);
     }
 
+    /// Stores the value of a cell that holds none: [`Self::set_value`] without taking out
+    /// and releasing a previous value, inlined where a cell is set for the first time (once
+    /// per cell, a hundred thousand times on the 9k-instance benchmark).
+    #[inline(always)]
+    pub(super) fn fill(&mut self, value: Value) {
+        debug_assert_eq!(self.tag(), TAG_EMPTY, "filling a cell that holds a value");
+        let (tag, payload) = PackedValue::pack(value);
+        self.value = payload;
+        self.location = (self.location & !Self::TAG_MASK) | tag << Self::TAG_SHIFT;
+    }
+
     /// Takes the value out, leaving none.
     pub(super) fn take_value(&mut self) -> Option<Value> {
         let tag = self.tag();

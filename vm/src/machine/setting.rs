@@ -34,7 +34,7 @@ impl Machine {
                 // instance (or null), which copies without touching a reference count.
                 let inverse = (kind == CellKind::Single && recur).then(|| value.clone());
                 let c = &mut self.cells[cell as usize];
-                c.set_value(value);
+                c.fill(value);
                 c.set_location_index(self.locations.intern(location));
                 c.set_has_value(true);
                 if let Some(value) = inverse {

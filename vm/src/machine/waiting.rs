@@ -21,7 +21,7 @@ impl Machine {
         debug_assert!(!kind.is_delayed());
         let id = self.new_cell(kind);
         let c = &mut self.cells[id as usize];
-        c.set_value(value);
+        c.fill(value);
         c.set_has_value(true);
         if let Some(l) = location {
             c.set_location_index(self.locations.intern(l));
