@@ -26,12 +26,14 @@ pub(crate) fn map_field(
     collector: &mut ReferenceCollector,
     out: &mut Vec<u8>,
 ) -> Result<bool, Stop> {
-    let location = model.location_of(instance);
+    // Only errors need the instance's place: looked up for each field, it was a tenth of a
+    // field's cost.
+    let location = || model.location_of(instance);
     let failed = |cause: String| {
         Stop::Error(error_at(
             ErrorKind::ExternalException,
             format!("Failed to get attribute '{name}' for export on '{}': {cause}", ty.name),
-            location,
+            location(),
         ))
     };
     let display = |v: &Value| model.display(v);
@@ -51,7 +53,7 @@ pub(crate) fn map_field(
                         "could not find attribute with name: {name} in type {}",
                         model.program().entity(model.entity_of(instance)).name
                     ),
-                    location,
+                    location(),
                 ))),
                 ReadRef::NoValue => Err(Stop::Error(error_at(
                     ErrorKind::OptionalValueException,
@@ -59,7 +61,7 @@ pub(crate) fn map_field(
                         "Optional variable accessed that has no value (attribute `{name}` of `{}`)",
                         model.display(&Value::Instance(instance))
                     ),
-                    location,
+                    location(),
                 ))),
             });
         }
