@@ -29,13 +29,12 @@ impl Machine {
         let mut body = self.waiters[waiter as usize].body.take().expect("a task runs once");
         let requires = std::mem::take(&mut self.waiters[waiter as usize].requires);
         let result = self.run_body(&mut body, &requires);
-        self.waiters[waiter as usize].requires = requires;
         match result {
             Ok(()) => {
                 // Nothing refers to a finished task any more: every cell it waited for has
-                // released it (that is how it became ready), so its slot can be reused.
+                // released it (that is how it became ready), so its slot can be reused. Its
+                // slot keeps the empty requirement list `take` left there.
                 let w = &mut self.waiters[waiter as usize];
-                w.requires = Reqs::new();
                 w.seq = self.free_waiter;
                 self.free_waiter = waiter;
                 self.live_tasks -= 1;
@@ -43,13 +42,17 @@ impl Machine {
             }
             Err(e) if e.unset.is_some() && matches!(body, Body::Call { .. }) => {
                 let cell = e.unset.expect("checked");
-                self.waiters[waiter as usize].body = Some(body);
                 let w = &mut self.waiters[waiter as usize];
+                w.body = Some(body);
+                w.requires = requires;
                 w.requires.push((Key::extra(w.requires.len() as u32), cell));
                 self.wait_for(waiter, cell);
                 Ok(Some(cell))
             }
-            Err(e) => Err(e),
+            Err(e) => {
+                self.waiters[waiter as usize].requires = requires;
+                Err(e)
+            }
         }
     }
 
