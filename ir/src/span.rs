@@ -117,23 +117,25 @@ impl SourceFile {
 
 /// Line starts after `\n`, `\r\n` and a lone `\r`: the reference reads sources with Python's
 /// universal newlines, so all three end a line.
+///
+/// The line ends are found with `memchr2`, many bytes at a time: a loop over every byte took
+/// a tenth of `weft check`'s instructions on a 770 KB file.
 fn compute_line_starts(text: &str) -> Vec<u32> {
     let bytes = text.as_bytes();
     let mut starts = Vec::with_capacity(bytes.len() / 32 + 1);
     starts.push(0);
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'\n' => starts.push(i as u32 + 1),
-            b'\r' => {
-                if bytes.get(i + 1) == Some(&b'\n') {
-                    i += 1;
-                }
-                starts.push(i as u32 + 1);
-            }
-            _ => {}
+    // The `\n` of a `\r\n` pair, which its `\r` already ended the line for.
+    let mut skip = None;
+    for i in memchr::memchr2_iter(b'\n', b'\r', bytes) {
+        if skip == Some(i) {
+            continue;
         }
-        i += 1;
+        if bytes[i] == b'\r' && bytes.get(i + 1) == Some(&b'\n') {
+            skip = Some(i + 1);
+            starts.push(i as u32 + 2);
+        } else {
+            starts.push(i as u32 + 1);
+        }
     }
     starts
 }
@@ -189,5 +191,40 @@ mod tests {
         assert_eq!(f.line_col(7 + 4), LineCol { line: 2, column: 4 });
         assert_eq!(f.line_col(15), LineCol { line: 3, column: 1 });
         assert_eq!(f.line_range(2), Some(7..14));
+    }
+
+    /// The line starts `memchr2` finds are those of the obvious scan, byte by byte, for every
+    /// mix of line ends (a `\r\n` pair is one end; a lone `\r` is one too).
+    #[test]
+    fn line_starts_match_a_byte_by_byte_scan() {
+        fn scan(bytes: &[u8]) -> Vec<u32> {
+            let mut starts = vec![0];
+            let mut i = 0;
+            while i < bytes.len() {
+                if bytes[i] == b'\r' && bytes.get(i + 1) == Some(&b'\n') {
+                    i += 1;
+                }
+                if bytes[i] == b'\n' || bytes[i] == b'\r' {
+                    starts.push(i as u32 + 1);
+                }
+                i += 1;
+            }
+            starts
+        }
+        let pieces = ["", "a", "\n", "\r", "\r\n", "é", "\n\r", "\r\r\n", "bc"];
+        // Every text of up to four pieces, and one long enough for the vectorised search.
+        let mut texts = vec![pieces.concat().repeat(40)];
+        for a in pieces {
+            for b in pieces {
+                for c in pieces {
+                    for d in pieces {
+                        texts.push(format!("{a}{b}{c}{d}"));
+                    }
+                }
+            }
+        }
+        for text in &texts {
+            assert_eq!(compute_line_starts(text), scan(text.as_bytes()), "{text:?}");
+        }
     }
 }
