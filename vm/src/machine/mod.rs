@@ -1017,6 +1017,9 @@ pub struct Machine {
     fresh_null: u64,
     /// Per typedef: whether its constraint may be memoized (`None` before it is first needed).
     constraint_pure: Vec<Option<bool>>,
+    /// The one-pass plan of each `{{x}}` template evaluated so far, by the template's index in
+    /// the code's texts (`None` for a template that is substituted part by part).
+    interpolations: HashMap<u32, Option<OnePassPlan>>,
     symbols: Known,
     /// Names that appear only as keys of `**` dictionaries, after the program's own names.
     extra_names: Vec<String>,
@@ -1113,6 +1116,7 @@ impl Machine {
             constraint_memo: HashMap::default(),
             fresh_null: value::NullId::FIRST_FRESH,
             constraint_pure: Vec::new(),
+            interpolations: HashMap::new(),
             extra_names: Vec::new(),
             sink: 0,
             symbols_by_name: None,
@@ -1400,28 +1404,83 @@ fn python_class(v: &Value) -> String {
 /// lies in a matched span (a span is `{{`, a name without braces, `}}`): replacements then can
 /// neither create nor split a span, so each replace call hits exactly the spans with its text.
 /// `None` when those conditions do not hold, for the caller to replace part by part.
+#[cfg(test)]
 fn substitute_in_one_pass<S: AsRef<str>>(template: &str, matched: &[&str], rendered: &[S]) -> Option<String> {
-    let has_brace = |s: &str| s.bytes().any(|b| b == b'{' || b == b'}');
-    if rendered.iter().any(|v| has_brace(v.as_ref())) {
-        return None;
+    OnePassPlan::new(template, matched)?.apply(template, rendered)
+}
+
+/// How a `{{x}}` template is put together in one pass (see `substitute_in_one_pass`): its
+/// literal pieces and, for each span, the part whose rendered value replaces it. It depends on
+/// the template and the parts' matched texts only, so the machine works it out once per
+/// template (`Machine::interpolations`) rather than scanning the template and comparing its
+/// spans with the parts' texts at every evaluation: that scan was most of the cost of an
+/// interpolation, 4% of the evaluation of the 93k-instance benchmark.
+#[derive(Debug)]
+struct OnePassPlan {
+    pieces: Box<[TemplatePiece]>,
+    /// The bytes of the literal pieces.
+    literal_len: usize,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum TemplatePiece {
+    /// Bytes `start..end` of the template.
+    Literal(u32, u32),
+    /// The rendered value of this part.
+    Part(u32),
+}
+
+impl OnePassPlan {
+    /// The plan of a template, `None` when a brace of the template is outside a span that some
+    /// part matches (the template is then substituted part by part).
+    fn new(template: &str, matched: &[&str]) -> Option<OnePassPlan> {
+        let has_brace = |s: &str| s.bytes().any(|b| b == b'{' || b == b'}');
+        let mut pieces = Vec::new();
+        let mut literal_len = 0;
+        let mut start = 0;
+        while let Some(open) = template[start..].find(['{', '}']).map(|at| start + at) {
+            if open > start {
+                pieces.push(TemplatePiece::Literal(start as u32, open as u32));
+                literal_len += open - start;
+            }
+            let rest = &template[open..];
+            // A span starts with `{{` and ends at the first `}`, which must start its `}}`.
+            let close = rest.find('}')?;
+            let span = rest.get(..close + 2)?;
+            if !span.starts_with("{{") || !span.ends_with("}}") || has_brace(&span[2..span.len() - 2]) {
+                return None;
+            }
+            let part = matched.iter().position(|m| *m == span)?;
+            pieces.push(TemplatePiece::Part(part as u32));
+            start = open + span.len();
+        }
+        if start < template.len() {
+            pieces.push(TemplatePiece::Literal(start as u32, template.len() as u32));
+            literal_len += template.len() - start;
+        }
+        Some(OnePassPlan { pieces: pieces.into_boxed_slice(), literal_len })
     }
-    let mut out = String::with_capacity(template.len() + rendered.iter().map(|v| v.as_ref().len()).sum::<usize>());
-    let mut rest = template;
-    while let Some(open) = rest.find(['{', '}']) {
-        out.push_str(&rest[..open]);
-        rest = &rest[open..];
-        // A span starts with `{{` and ends at the first `}`, which must start its `}}`.
-        let close = rest.find('}')?;
-        let span = rest.get(..close + 2)?;
-        if !span.starts_with("{{") || !span.ends_with("}}") || has_brace(&span[2..span.len() - 2]) {
+
+    /// The template with its spans replaced by the rendered values of their parts; `None` when
+    /// a rendered value holds a brace, where one pass would not give what replacing part by
+    /// part gives.
+    fn apply<S: AsRef<str>>(&self, template: &str, rendered: &[S]) -> Option<String> {
+        if rendered.iter().any(|v| v.as_ref().bytes().any(|b| b == b'{' || b == b'}')) {
             return None;
         }
-        let part = matched.iter().position(|m| *m == span)?;
-        out.push_str(rendered[part].as_ref());
-        rest = &rest[span.len()..];
+        let part_len = |piece: &TemplatePiece| match *piece {
+            TemplatePiece::Part(part) => rendered[part as usize].as_ref().len(),
+            TemplatePiece::Literal(..) => 0,
+        };
+        let mut out = String::with_capacity(self.literal_len + self.pieces.iter().map(part_len).sum::<usize>());
+        for piece in self.pieces.iter() {
+            match *piece {
+                TemplatePiece::Literal(start, end) => out.push_str(&template[start as usize..end as usize]),
+                TemplatePiece::Part(part) => out.push_str(rendered[part as usize].as_ref()),
+            }
+        }
+        Some(out)
     }
-    out.push_str(rest);
-    Some(out)
 }
 
 /// Whether a typedef's pattern matches: `engine` is the pattern as lowering translated and
