@@ -4,10 +4,8 @@ use std::collections::VecDeque;
 use std::ops::ControlFlow;
 
 use hashbrown::HashSet;
-use smallvec::SmallVec;
 
 use weft_ir::ErrorKind;
-use weft_ir::Symbol;
 use weft_ir::program::EntityId;
 use weft_vm::{CellId, EvalError, Fifo, InstanceId, Machine};
 
@@ -347,13 +345,11 @@ fn final_checks(machine: &mut Machine) -> Result<(), Vec<EvalError>> {
         }
     }
     for inst in 0..machine.instances.len() as u32 {
-        let (entity, has_impl, location) = {
+        let (entity, has_impl) = {
             let i = &machine.instances[inst as usize];
-            (i.entity, !i.implementations.is_empty(), Some(machine.last_location(inst)))
+            (i.entity, !i.implementations.is_empty())
         };
-        // Collected because freezing below needs the machine mutably; inline, as most
-        // entities have a few attributes, so that no instance costs an allocation.
-        let slots: SmallVec<[(Symbol, CellId); 16]> = machine.instance_slots(inst).collect();
+        let cells = machine.instance_cells(inst);
         let e = program.entity(entity);
         if !has_impl {
             let simple = e.name.rsplit("::").next().unwrap_or(&e.name);
@@ -361,10 +357,12 @@ fn final_checks(machine: &mut Machine) -> Result<(), Vec<EvalError>> {
                 ErrorKind::RuntimeException,
                 format!("Unable to select implementation for entity {simple}"),
             );
-            err.location = location;
+            err.location = Some(machine.last_location(inst));
             errors.push(err);
         }
-        for (name, cell) in slots {
+        // The cells by index, with their names from the entity: the machine is needed
+        // mutably below, to freeze.
+        for (cell, &(name, _)) in cells.zip(&e.slots) {
             if machine.is_ready(cell) {
                 continue;
             }
@@ -391,9 +389,7 @@ fn final_checks(machine: &mut Machine) -> Result<(), Vec<EvalError>> {
             // The reference gives this error no place; it is shown at the constructor, with
             // the attribute's declaration, without changing the order errors are sorted in.
             let mut error = EvalError::new(ErrorKind::UnsetException, message);
-            if let Some(location) = location {
-                error.shown_at = Some((location, "this instance is not complete".to_string()));
-            }
+            error.shown_at = Some((machine.last_location(inst), "this instance is not complete".to_string()));
             error.labels.push((a.location, format!("`{}` is declared here", program.name(name))));
             errors.push(error);
         }

@@ -288,6 +288,13 @@ impl Machine {
         self.program.entity(i.entity).slots.iter().enumerate().map(move |(n, (name, _))| (*name, first + n as CellId))
     }
 
+    /// The attribute cells of an instance, in its entity's slot order (the order of
+    /// [`Machine::instance_slots`]).
+    pub fn instance_cells(&self, inst: InstanceId) -> std::ops::Range<CellId> {
+        let i = &self.instances[inst as usize];
+        i.first_cell..i.first_cell + self.program.entity(i.entity).slots.len() as CellId
+    }
+
     /// The cell holding the instance itself (`self`).
     pub fn self_cell(&self, inst: InstanceId) -> CellId {
         let i = &self.instances[inst as usize];
