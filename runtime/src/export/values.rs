@@ -26,8 +26,8 @@ pub(crate) fn map_field(
     collector: &mut ReferenceCollector,
     out: &mut Vec<u8>,
 ) -> Result<bool, Stop> {
-    // Only errors need the instance's place: looked up for each field, it was a tenth of a
-    // field's cost.
+    // Only errors need the instance's place, so it is looked up for an error alone rather
+    // than for every field of every resource.
     let location = || model.location_of(instance);
     let failed = |cause: String| {
         Stop::Error(error_at(

@@ -953,8 +953,8 @@ pub struct Machine {
     pub entities: Vec<EntityState>,
     /// Per entity: where its attributes are among an instance's cells.
     slot_tables: Vec<SlotTable>,
-    /// Per entity: the cells a new instance starts with (see [`InstanceCellPlan`]). Never
-    /// changed after construction: `new_instance` reads it through a [`Shared`].
+    /// Per entity: the cells a new instance starts with (see [`InstanceCellPlan`]), made with
+    /// the machine.
     instance_plans: Vec<Box<[InstanceCellPlan]>>,
     ns_scopes: Vec<ScopeId>,
     /// FIFO of ready tasks. [`RESUMPTION`] stands for the front of `resumptions`, [`DEFERRED`]
