@@ -260,9 +260,7 @@ impl Instruction<'_> {
     }
 }
 
-/// An instruction's opcode with its operands; lists are slices of the buffer. A `Format`'s
-/// `template_id` is its template's index in the code's texts, the same at every evaluation,
-/// for what the machine works out once per template.
+/// An instruction's opcode with its operands; lists are slices of the buffer.
 #[derive(Clone, Copy, Debug)]
 pub enum Op<'a> {
     Const(&'a Value),
@@ -276,7 +274,7 @@ pub enum Op<'a> {
     Cond { cond: ExprId, then: ExprId, otherwise: ExprId },
     List(&'a [ExprId]),
     Dict(Entries<'a>),
-    Format { template: &'a Arc<str>, template_id: u32, parts: Entries<'a> },
+    Format { template: &'a Arc<str>, parts: Entries<'a> },
     FString { template: &'a Arc<str>, fields: Entries<'a> },
     Call { callee: Callee, name: &'a Arc<str>, args: &'a [ExprId], kwargs: &'a [Named], splats: &'a [ExprId] },
     Construct(CtorId),
@@ -487,11 +485,9 @@ impl Code {
             op::COND => Op::Cond { cond: ExprId(i.a), then: ExprId(i.b), otherwise: ExprId(i.c) },
             op::LIST => Op::List(self.pool(i.a, i.b)),
             op::DICT => Op::Dict(Entries { entries: self.pool(i.a, i.b), texts }),
-            op::FORMAT => Op::Format {
-                template: &texts[i.a as usize],
-                template_id: i.a,
-                parts: Entries { entries: self.pool(i.b, i.c), texts },
-            },
+            op::FORMAT => {
+                Op::Format { template: &texts[i.a as usize], parts: Entries { entries: self.pool(i.b, i.c), texts } }
+            }
             op::FSTRING => {
                 Op::FString { template: &texts[i.a as usize], fields: Entries { entries: self.pool(i.b, i.c), texts } }
             }

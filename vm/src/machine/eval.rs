@@ -139,7 +139,7 @@ impl Machine {
                 }
                 Value::Dict(Arc::from(out))
             }
-            Op::Format { template, template_id, parts } => {
+            Op::Format { template, parts } => {
                 // The reference replaces each part's matched text everywhere in the string,
                 // one part after the other, so a replacement can create text that a later part
                 // matches. The parts are evaluated in order first (the first Unknown makes the
@@ -159,13 +159,14 @@ impl Machine {
                 if unknown {
                     Value::Unknown
                 } else {
-                    if !self.interpolations.contains_key(template_id) {
+                    // Keyed by the instruction, whose template and parts the plan is made of.
+                    if !self.interpolations.contains_key(&expr.0) {
                         let matched: SmallVec<[&str; 4]> = parts.iter().map(|(m, _)| m.as_ref()).collect();
-                        self.interpolations.insert(*template_id, OnePassPlan::new(template, &matched));
+                        self.interpolations.insert(expr.0, OnePassPlan::new(template, &matched));
                     }
                     let rendered: SmallVec<[Cow<'_, str>; 4]> =
                         part_values.iter().map(|v| self.display_value_fmt(v)).collect();
-                    let plan = self.interpolations.get(template_id).and_then(Option::as_ref);
+                    let plan = self.interpolations.get(&expr.0).and_then(Option::as_ref);
                     let text = plan.and_then(|plan| plan.apply(template, &rendered)).unwrap_or_else(|| {
                         let mut text = template.to_string();
                         for ((m, _), v) in parts.iter().zip(&rendered) {

@@ -1017,8 +1017,8 @@ pub struct Machine {
     fresh_null: u64,
     /// Per typedef: whether its constraint may be memoized (`None` before it is first needed).
     constraint_pure: Vec<Option<bool>>,
-    /// The one-pass plan of each `{{x}}` template evaluated so far, by the template's index in
-    /// the code's texts (`None` for a template that is substituted part by part).
+    /// The one-pass plan of each `{{x}}` string evaluated so far, by its instruction (`None`
+    /// for a template that is substituted part by part).
     interpolations: HashMap<u32, Option<OnePassPlan>>,
     symbols: Known,
     /// Names that appear only as keys of `**` dictionaries, after the program's own names.
@@ -1412,7 +1412,7 @@ fn substitute_in_one_pass<S: AsRef<str>>(template: &str, matched: &[&str], rende
 /// How a `{{x}}` template is put together in one pass (see `substitute_in_one_pass`): its
 /// literal pieces and, for each span, the part whose rendered value replaces it. It depends on
 /// the template and the parts' matched texts only, so the machine works it out once per
-/// template (`Machine::interpolations`) rather than scanning the template and comparing its
+/// instruction (`Machine::interpolations`) rather than scanning the template and comparing its
 /// spans with the parts' texts at every evaluation: that scan was most of the cost of an
 /// interpolation, 4% of the evaluation of the 93k-instance benchmark.
 #[derive(Debug)]
