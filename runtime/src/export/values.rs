@@ -136,12 +136,6 @@ impl ReferenceCollector {
         (self.references.into_iter().map(|(_, model)| model).collect(), self.mutators)
     }
 
-    /// Converts a value at `path` (`value`, `value[0]`, `value.'key'`) to JSON text, as
-    /// `serde_json` writes it, appended to `out`, replacing references by `null`: false for a
-    /// value that is or holds an Unknown. An error is the reason, in the reference's words;
-    /// `display` is Python's `str()` of a value, for those. Written straight from the model's
-    /// values: building JSON values first cost an allocation per string, list and dict, freed
-    /// again at once.
     /// [`Self::collect_text`] of a list given by its elements.
     pub(crate) fn collect_list_text(
         &mut self,
@@ -163,6 +157,12 @@ impl ReferenceCollector {
         Ok(true)
     }
 
+    /// Converts a value at `path` (`value`, `value[0]`, `value.'key'`) to JSON text, as
+    /// `serde_json` writes it, appended to `out`, replacing references by `null`: false for a
+    /// value that is or holds an Unknown. An error is the reason, in the reference's words;
+    /// `display` is Python's `str()` of a value, for those. Written straight from the model's
+    /// values: building JSON values first cost an allocation per string, list and dict, freed
+    /// again at once.
     pub(crate) fn collect_text(
         &mut self,
         display: &dyn Fn(&Value) -> String,
