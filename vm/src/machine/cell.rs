@@ -563,9 +563,7 @@ impl Cell {
     #[inline]
     pub(super) fn set_value(&mut self, value: Value) {
         let previous = self.take_value();
-        let (tag, payload) = PackedValue::pack(value);
-        self.value = payload;
-        self.location = (self.location & !Self::TAG_MASK) | tag << Self::TAG_SHIFT;
+        self.fill(value);
         drop(previous);
     }
 

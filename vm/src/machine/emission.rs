@@ -53,33 +53,13 @@ impl Machine {
             StmtKind::If { cond, then, otherwise } => {
                 let mut reqs = self.schedule_promises(&[*then, *otherwise], scope)?;
                 reqs.extend(self.requires(*cond, scope)?);
-                let target = self.sink;
-                self.spawn(
-                    reqs,
-                    Body::Exec {
-                        target,
-                        promise: OptPromise::NONE,
-                        what: Exec::Stmt(stmt),
-                        scope,
-                        attr: AttrSite::NONE,
-                    },
-                );
+                self.spawn_statement(reqs, stmt, scope);
             }
             StmtKind::For { iterable, body, .. } => {
                 let mut reqs = self.schedule_promises(&[*body], scope)?;
                 let collector = self.add_collector(Collector::For { stmt, scope, seen: HashSet::new() });
                 reqs.extend(self.requires_gradual(*iterable, scope, collector)?);
-                let target = self.sink;
-                self.spawn(
-                    reqs,
-                    Body::Exec {
-                        target,
-                        promise: OptPromise::NONE,
-                        what: Exec::Stmt(stmt),
-                        scope,
-                        attr: AttrSite::NONE,
-                    },
-                );
+                self.spawn_statement(reqs, stmt, scope);
             }
             StmtKind::Expr(e) => {
                 let reqs = self.requires(*e, scope)?;
@@ -91,6 +71,14 @@ impl Machine {
             }
         }
         Ok(())
+    }
+
+    /// Spawns the task of an `if` or a `for`: it runs the statement once `reqs` are ready, and
+    /// its result goes nowhere (the machine's sink).
+    fn spawn_statement(&mut self, reqs: Reqs, stmt: StmtId, scope: ScopeId) {
+        let target = self.sink;
+        let what = Exec::Stmt(stmt);
+        self.spawn(reqs, Body::Exec { target, promise: OptPromise::NONE, what, scope, attr: AttrSite::NONE });
     }
 
     pub(super) fn add_collector(&mut self, c: Collector) -> CollectorId {

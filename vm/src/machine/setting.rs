@@ -283,9 +283,8 @@ impl Machine {
 
     /// An instance's attribute cells, in its entity's slot order.
     pub fn instance_slots(&self, inst: InstanceId) -> impl Iterator<Item = (Symbol, CellId)> + '_ {
-        let i = &self.instances[inst as usize];
-        let first = i.first_cell;
-        self.program.entity(i.entity).slots.iter().enumerate().map(move |(n, (name, _))| (*name, first + n as CellId))
+        let entity = self.instances[inst as usize].entity;
+        self.program.entity(entity).slots.iter().zip(self.instance_cells(inst)).map(|(&(name, _), cell)| (name, cell))
     }
 
     /// The attribute cells of an instance, in its entity's slot order (the order of
