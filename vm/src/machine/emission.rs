@@ -264,7 +264,7 @@ impl Machine {
         let p = self.prog();
         let c = self.code();
         let e = c.expr(expr);
-        let location = || c.location(expr);
+        let location = || e.location();
         match &e.kind {
             Op::Const(_) => {}
             Op::Var(name) => {
@@ -390,7 +390,7 @@ impl Machine {
     pub(super) fn requires_gradual(&mut self, expr: ExprId, scope: ScopeId, collector: CollectorId) -> R<Reqs> {
         let c = self.code();
         let e = c.expr(expr);
-        let location = || c.location(expr);
+        let location = || e.location();
         match &e.kind {
             Op::Var(_) => {
                 let mut reqs = self.requires(expr, scope)?;

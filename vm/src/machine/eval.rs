@@ -92,7 +92,7 @@ impl Machine {
     fn eval_operator(&mut self, expr: ExprId, values: &Values, scope: ScopeId) -> R<Value> {
         let c = self.code();
         let e = c.expr(expr);
-        let location = || c.location(expr);
+        let location = || e.location();
         let result = match &e.kind {
             Op::Const(v) => (*v).clone(),
             kind if let Some(key) = Self::read_key(expr, kind) => values.get(&key).cloned().unwrap_or(Value::NULL),

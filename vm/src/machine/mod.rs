@@ -1434,7 +1434,6 @@ impl OnePassPlan {
     /// The plan of a template, `None` when a brace of the template is outside a span that some
     /// part matches (the template is then substituted part by part).
     fn new(template: &str, matched: &[&str]) -> Option<OnePassPlan> {
-        let has_brace = |s: &str| s.bytes().any(|b| b == b'{' || b == b'}');
         let mut pieces = Vec::new();
         let mut literal_len = 0;
         let mut start = 0;
@@ -1447,7 +1446,7 @@ impl OnePassPlan {
             // A span starts with `{{` and ends at the first `}`, which must start its `}}`.
             let close = rest.find('}')?;
             let span = rest.get(..close + 2)?;
-            if !span.starts_with("{{") || !span.ends_with("}}") || has_brace(&span[2..span.len() - 2]) {
+            if !span.starts_with("{{") || !span.ends_with("}}") || Self::has_brace(&span[2..span.len() - 2]) {
                 return None;
             }
             let part = matched.iter().position(|m| *m == span)?;
@@ -1461,11 +1460,17 @@ impl OnePassPlan {
         Some(OnePassPlan { pieces: pieces.into_boxed_slice(), literal_len })
     }
 
+    /// Whether a text holds a brace: the one thing that makes a span's name or a rendered
+    /// value unfit for one pass.
+    fn has_brace(text: &str) -> bool {
+        text.bytes().any(|b| b == b'{' || b == b'}')
+    }
+
     /// The template with its spans replaced by the rendered values of their parts; `None` when
     /// a rendered value holds a brace, where one pass would not give what replacing part by
     /// part gives.
     fn apply<S: AsRef<str>>(&self, template: &str, rendered: &[S]) -> Option<String> {
-        if rendered.iter().any(|v| v.as_ref().bytes().any(|b| b == b'{' || b == b'}')) {
+        if rendered.iter().any(|v| Self::has_brace(v.as_ref())) {
             return None;
         }
         let part_len = |piece: &TemplatePiece| match *piece {
