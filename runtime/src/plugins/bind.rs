@@ -38,6 +38,75 @@ fn is_positional(p: &PluginParam) -> bool {
     matches!(p.kind, ParamKind::PositionalOrKeyword | ParamKind::PositionalOnly)
 }
 
+/// What a plugin's parameters allow of a call with positional arguments only, worked out
+/// once per plugin: most calls (`std::validate_type`, `std::hostname`) pass every argument by
+/// position, fill all or a prefix of the positional parameters and leave the rest to their
+/// defaults. Such a call cannot fail any of `check_args`'s counting checks, so it needs only
+/// the validation of each argument and the binding, in the same order as the general path.
+#[derive(Debug)]
+pub(crate) struct PositionalShape {
+    /// The positional parameters, in order: indices into the signature's parameters.
+    params: SmallVec<[u16; 8]>,
+    /// The fewest positional arguments that leave no positional parameter without a value:
+    /// one past the last positional parameter without a default.
+    required: usize,
+    /// Every keyword-only parameter has a default (a call without keywords misses none).
+    keywords_defaulted: bool,
+}
+
+impl PositionalShape {
+    pub(crate) fn new(params: &[PluginParam]) -> PositionalShape {
+        let positional: SmallVec<[u16; 8]> =
+            (0..params.len()).filter(|&i| is_positional(&params[i])).map(|i| i as u16).collect();
+        let required = positional.iter().rposition(|&i| params[i as usize].default.is_none()).map_or(0, |n| n + 1);
+        // A signature of more parameters than `u16` holds never takes the fast path.
+        let keywords_defaulted = params.len() <= usize::from(u16::MAX)
+            && params.iter().filter(|p| p.kind == ParamKind::KeywordOnly).all(|p| p.default.is_some());
+        PositionalShape { params: positional, required, keywords_defaulted }
+    }
+
+    /// Whether a call with `args` positional arguments and `keywords` keyword arguments binds
+    /// through [`bind_positional`].
+    fn fits(&self, args: usize, keywords: usize) -> bool {
+        keywords == 0 && self.keywords_defaulted && (self.required..=self.params.len()).contains(&args)
+    }
+}
+
+/// [`check_args`] for a call that [`PositionalShape::fits`]: validates each argument in order,
+/// then binds as [`bind_with`] does (parameters in signature order, defaults for the rest).
+fn bind_positional(
+    params: &[PluginParam],
+    prepared: &Prepared,
+    args: Vec<Value>,
+    host: &mut dyn PluginHost,
+) -> Result<Bound, PluginError> {
+    let qualified = prepared.qualified_name();
+    let shape = &prepared.positional;
+    let mut has_unknown = false;
+    for (&param, value) in shape.params.iter().zip(&args) {
+        let param = usize::from(param);
+        if matches!(value, Value::Unknown) {
+            has_unknown = true;
+        } else {
+            validate_argument(qualified, &params[param], &prepared.param_types[param], value, host)?;
+        }
+    }
+    let mut bound = Bound { has_unknown, ..Bound::default() };
+    bound.values.reserve_exact(params.len());
+    let mut args = args.into_iter();
+    for (i, param) in params.iter().enumerate() {
+        let given = match param.kind {
+            ParamKind::PositionalOrKeyword | ParamKind::PositionalOnly => args.next(),
+            ParamKind::KeywordOnly => None,
+            ParamKind::VarPositional | ParamKind::VarKeyword => continue,
+        };
+        if let Some(value) = given.or_else(|| prepared.defaults[i].clone()) {
+            bound.values.push((prepared.param_names[i].clone(), value));
+        }
+    }
+    Ok(bound)
+}
+
 /// `check_args`: counts, missing arguments, unknown and repeated keywords, and the validation
 /// of every argument that is not Unknown; then binds them.
 pub(crate) fn check_args(
@@ -47,8 +116,22 @@ pub(crate) fn check_args(
     kwargs: Vec<(String, Value)>,
     host: &mut dyn PluginHost,
 ) -> Result<Bound, PluginError> {
-    let qualified = prepared.qualified_name();
+    if prepared.positional.fits(args.len(), kwargs.len()) {
+        return bind_positional(&signature.params, prepared, args, host);
+    }
+    check_args_in_general(signature, prepared, args, kwargs, host)
+}
+
+/// [`check_args`] for any call: the reference's checks one by one.
+pub(crate) fn check_args_in_general(
+    signature: &PluginSignature,
+    prepared: &Prepared,
+    args: Vec<Value>,
+    kwargs: Vec<(String, Value)>,
+    host: &mut dyn PluginHost,
+) -> Result<Bound, PluginError> {
     let params = &signature.params;
+    let qualified = prepared.qualified_name();
     // Indices into `params`: the positional parameters, then the keyword-only ones.
     let mut named: SmallVec<[usize; 8]> = (0..params.len()).filter(|&i| is_positional(&params[i])).collect();
     let positional = named.len();

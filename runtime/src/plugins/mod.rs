@@ -267,6 +267,9 @@ pub struct Prepared {
     return_type: Arc<types::Ty>,
     /// Each parameter's default, parsed from its source text.
     defaults: Vec<Option<Value>>,
+    /// How calls with positional arguments only can be bound without the general checks
+    /// (see [`bind::PositionalShape`]).
+    positional: bind::PositionalShape,
 }
 
 impl Prepared {
@@ -281,6 +284,7 @@ impl Prepared {
             param_types: signature.params.iter().map(|p| resolve(p.annotation.as_ref())).collect(),
             return_type: resolve(signature.returns.as_ref()),
             defaults: signature.params.iter().map(|p| p.default.as_deref().map(bind::parse_default)).collect(),
+            positional: bind::PositionalShape::new(&signature.params),
             qualified,
         }
     }

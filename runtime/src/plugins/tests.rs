@@ -437,6 +437,49 @@ fn binding_follows_the_reference() {
     ]);
 }
 
+/// The fast path of positional-only calls (`bind::PositionalShape`) binds exactly as the
+/// general checks do, and takes every call it can: for every std plugin and for signatures
+/// with keyword-only, variadic and defaulted parameters, with up to two more arguments than
+/// parameters, some of them Unknown or of the wrong type.
+#[test]
+fn positional_calls_bind_as_the_general_checks_do() {
+    let mut signatures: Vec<PluginSignature> = STD.with(|sigs| sigs.values().cloned().collect());
+    signatures.sort_by(|a, b| a.name.cmp(&b.name));
+    for (name, params) in [
+        ("defaults", r#"a: "string", b: "int" = 1, c: "string" = 'x'"#),
+        ("keyword_only", r#"a: "string", *, b: "int""#),
+        ("keyword_only_default", r#"a: "string", *, b: "int" = 2"#),
+        ("varargs", r#"a: "string", *rest: "any""#),
+        ("varkwargs", r#"a: "string" = 'd', **rest: "any""#),
+        ("nothing", ""),
+    ] {
+        signatures.push(signature("t", name, params, None, false));
+    }
+    let mut fast = 0;
+    for sig in &signatures {
+        let mut host = host();
+        let prepared = super::Prepared::new(sig, host.registry());
+        let values = [s("text"), i(3), Value::Unknown];
+        for count in 0..=sig.params.len() + 2 {
+            for first in &values {
+                let args: Vec<Value> = (0..count).map(|n| if n == 0 { first.clone() } else { s("v") }).collect();
+                let general = super::bind::check_args_in_general(sig, &prepared, args.clone(), Vec::new(), &mut host);
+                let chosen = super::bind::check_args(sig, &prepared, args.clone(), Vec::new(), &mut host);
+                assert_eq!(
+                    format!("{chosen:?}"),
+                    format!("{general:?}"),
+                    "{}::{} with {args:?}",
+                    sig.namespace,
+                    sig.name
+                );
+                fast += usize::from(general.is_ok());
+            }
+        }
+    }
+    // The comparison means something only if the calls bind at all.
+    assert!(fast > 100, "only {fast} calls bound");
+}
+
 #[test]
 fn unknown_arguments_skip_the_call_unless_allowed() {
     check(vec![
