@@ -13,7 +13,7 @@
 //! other names of those modules fail with `NotImplementedError`.
 
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::LazyLock;
 
 use num_bigint::BigInt;
@@ -262,8 +262,10 @@ pub(crate) fn validate_type(fq: &str, value: &Value, params: Option<&Value>) -> 
 /// succeeds), from the list recorded in the reference environment.
 fn python_module_has(module: &str, name: &str) -> bool {
     // Read into a set once: typedefs such as `std::ipv4_address` call `validate_type` for
-    // every value they check, and a scan of the list cost more than the check itself.
-    static NAMES: LazyLock<HashSet<(&'static str, &'static str)>> = LazyLock::new(|| {
+    // every value they check, and a scan of the list cost more than the check itself. The
+    // set hashes with foldhash (hashbrown's default): SipHash of the two names cost more
+    // than parsing the address the lookup comes before.
+    static NAMES: LazyLock<hashbrown::HashSet<(&'static str, &'static str)>> = LazyLock::new(|| {
         include_str!("validate_names.txt")
             .lines()
             .filter(|l| !l.starts_with('#'))
