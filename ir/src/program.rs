@@ -628,8 +628,36 @@ impl Program {
     }
 
     /// Whether `entity` is `other` or inherits from it.
+    #[inline]
     pub fn is_subclass(&self, entity: EntityId, other: EntityId) -> bool {
-        entity == other || self.entity(entity).parents.iter().any(|&p| self.is_subclass(p, other))
+        // The exact type and a direct parent are what almost every check meets.
+        if entity == other {
+            return true;
+        }
+        let parents = &self.entity(entity).parents;
+        !parents.is_empty() && (parents.contains(&other) || self.is_ancestor(entity, other))
+    }
+
+    /// Whether `other` is among the ancestors of `entity`, each ancestor visited once: a
+    /// walk along every path would take time exponential in the depth of a hierarchy of
+    /// diamonds (`A extends B, C`, both extending `D`, and so on).
+    fn is_ancestor(&self, entity: EntityId, other: EntityId) -> bool {
+        let mut visited = vec![false; self.entities.len()];
+        let mut pending = vec![entity];
+        while let Some(next) = pending.pop() {
+            for &parent in &self.entity(next).parents {
+                if parent == other {
+                    return true;
+                }
+                if let Some(seen) = visited.get_mut(parent.index())
+                    && !*seen
+                {
+                    *seen = true;
+                    pending.push(parent);
+                }
+            }
+        }
+        false
     }
 
     /// The wait kind of an instruction when it is read by a plain (non-gradual) consumer.

@@ -191,3 +191,96 @@ fn every_case_runs_the_same_from_an_artifact() {
     }
     assert!(differences.is_empty(), "{} of {count} cases differ:\n{}", differences.len(), differences.join("\n"));
 }
+
+/// A model of `depth` levels of diamonds: `L<i>A` and `L<i>B` both extend `L<i-1>A` and
+/// `L<i-1>B`, so that the ancestors of the last level are reached along 2^depth paths. At a
+/// depth of twelve these are the corpus cases `inheritance/diamond_*` (recorded from the
+/// reference, which takes minutes at forty levels); `ok` selects the one that succeeds.
+fn diamond_model(depth: usize, ok: bool) -> String {
+    let mut lines: Vec<String> = [
+        "# Entities in levels of diamonds: LiA and LiB both extend L(i-1)A and L(i-1)B, so that",
+        "# the ancestors of the last level are reached along 2^depth paths.",
+        "entity L0A:",
+        "    string name",
+        "end",
+        "entity L0B:",
+        "end",
+        "index L0A(name)",
+        "entity Holder:",
+        "end",
+        "implement Holder using std::none",
+        "Holder.items [0:] -- L0B.holder [0:1]",
+    ]
+    .map(String::from)
+    .to_vec();
+    for level in 1..depth {
+        for side in ['A', 'B'] {
+            lines.push(format!("entity L{level}{side} extends L{}A, L{}B:", level - 1, level - 1));
+            lines.push("end".to_string());
+        }
+    }
+    let last = depth - 1;
+    lines.extend([
+        format!("implement L{last}A using std::none"),
+        format!("implement L{last}B using std::none"),
+        "h = Holder()".to_string(),
+    ]);
+    if ok {
+        lines.extend([
+            format!("x = L{last}A(name=\"a\", holder=h)"),
+            format!("y = L{last}B(name=\"b\", holder=h)"),
+            "a = L0A[name=\"a\"]".to_string(),
+            "std::print(a.name)".to_string(),
+            "std::print(std::len(h.items))".to_string(),
+            "for i in h.items:".to_string(),
+            "    std::print(i.name)".to_string(),
+            "end".to_string(),
+        ]);
+    } else {
+        lines.extend([
+            "entity Other:".to_string(),
+            "end".to_string(),
+            "implement Other using std::none".to_string(),
+            "Other.thing [0:1] -- Holder".to_string(),
+            format!("o = Other(thing=L{last}A(name=\"c\"))"),
+        ]);
+    }
+    lines.join("\n") + "\n"
+}
+
+/// A hierarchy of diamonds sixty levels deep evaluates as the twelve-level corpus cases do
+/// (same status, prints and error kind): every walk over an entity's ancestors (its
+/// defaults, its attribute names, the indexes a new instance joins, subclass checks) visits
+/// each ancestor once. Walking every path took time exponential in the depth; the deadline
+/// only tells such a hang from a slow machine.
+#[test]
+fn deep_diamond_hierarchies_evaluate_as_shallow_ones_do() {
+    const DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
+    let scratch = std::env::temp_dir().join(format!("weft-diamonds-{}", std::process::id()));
+    for (case, ok) in [
+        ("inheritance/diamond_hierarchy_indexes_and_relations", true),
+        ("inheritance/diamond_descendant_rejected_by_unrelated_relation", false),
+    ] {
+        let shallow = corpus().join(case);
+        assert_eq!(
+            std::fs::read_to_string(shallow.join("main.cf")).expect("readable"),
+            diamond_model(12, ok),
+            "{case} is the twelve-level model"
+        );
+        let deep = scratch.join(case);
+        std::fs::create_dir_all(&deep).expect("scratch directory");
+        std::fs::write(deep.join("main.cf"), diamond_model(60, ok)).expect("writable");
+        let (sender, received) = std::sync::mpsc::channel();
+        let dir = deep.clone();
+        std::thread::spawn(move || {
+            // The receiver is gone only when the test already failed on the deadline.
+            let _ = sender.send(compile(&dir));
+        });
+        let deep_outcome = received.recv_timeout(DEADLINE).unwrap_or_else(|_| panic!("{case} at sixty levels hangs"));
+        let shallow_outcome = compile(&shallow);
+        assert_eq!(deep_outcome.ok, shallow_outcome.ok, "{case}");
+        assert_eq!(deep_outcome.prints, shallow_outcome.prints, "{case}");
+        assert_eq!(deep_outcome.error.map(|e| e.0), shallow_outcome.error.map(|e| e.0), "{case}");
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+}

@@ -310,10 +310,21 @@ impl<'a> Model<'a> {
     /// The effective defaults of an entity, after inheritance: its own defaults win, then the
     /// left-most parent's. A `None` default (removed) does not appear.
     pub fn default_values(&self, entity: EntityId) -> Vec<(Symbol, DefaultValue)> {
-        crate::with_stack(|| self.default_values_inner(entity))
+        crate::with_stack(|| self.default_values_inner(entity, &mut HashMap::new()))
     }
 
-    fn default_values_inner(&self, entity: EntityId) -> Vec<(Symbol, DefaultValue)> {
+    /// [`Self::default_values`], with the entities already merged in `done`: an entity
+    /// reached again through another path of a diamond (`A extends B, C`, both extending
+    /// `D`) has the same defaults every time, and merging them anew on every path made the
+    /// work exponential in the depth of such a hierarchy.
+    fn default_values_inner(
+        &self,
+        entity: EntityId,
+        done: &mut HashMap<EntityId, Vec<(Symbol, DefaultValue)>>,
+    ) -> Vec<(Symbol, DefaultValue)> {
+        if let Some(known) = done.get(&entity) {
+            return known.clone();
+        }
         let mut merged: Vec<(Symbol, Option<DefaultValue>)> = Vec::new();
         let put = |merged: &mut Vec<(Symbol, Option<DefaultValue>)>, name: Symbol, value: Option<DefaultValue>| {
             if let Some(slot) = merged.iter_mut().find(|(n, _)| *n == name) {
@@ -324,30 +335,38 @@ impl<'a> Model<'a> {
         };
         let e = self.entity(entity);
         for &parent in e.parents.iter().rev() {
-            for (name, value) in self.default_values(parent) {
+            for (name, value) in crate::with_stack(|| self.default_values_inner(parent, done)) {
                 put(&mut merged, name, Some(value));
             }
         }
         for (name, value) in &e.own_defaults {
             put(&mut merged, *name, value.clone());
         }
-        merged.into_iter().filter_map(|(n, v)| v.map(|v| (n, v))).collect()
+        let merged: Vec<(Symbol, DefaultValue)> = merged.into_iter().filter_map(|(n, v)| v.map(|v| (n, v))).collect();
+        done.insert(entity, merged.clone());
+        merged
     }
 
     /// All attribute names of an entity, own first, then its parents'.
     pub fn all_attribute_names(&self, entity: EntityId) -> Vec<Symbol> {
-        crate::with_stack(|| self.all_attribute_names_inner(entity))
+        crate::with_stack(|| self.all_attribute_names_inner(entity, &mut HashMap::new()))
     }
 
-    fn all_attribute_names_inner(&self, entity: EntityId) -> Vec<Symbol> {
+    /// [`Self::all_attribute_names`], with the entities already listed in `done` (see
+    /// [`Self::default_values_inner`]).
+    fn all_attribute_names_inner(&self, entity: EntityId, done: &mut HashMap<EntityId, Vec<Symbol>>) -> Vec<Symbol> {
+        if let Some(known) = done.get(&entity) {
+            return known.clone();
+        }
         let mut names: Vec<Symbol> = self.entity(entity).attributes.iter().map(|&a| self.attribute(a).name).collect();
         for &p in &self.entity(entity).parents {
-            for n in self.all_attribute_names(p) {
+            for n in crate::with_stack(|| self.all_attribute_names_inner(p, done)) {
                 if !names.contains(&n) {
                     names.push(n);
                 }
             }
         }
+        done.insert(entity, names.clone());
         names
     }
 }

@@ -956,6 +956,9 @@ pub struct Machine {
     /// Per entity: the cells a new instance starts with (see [`InstanceCellPlan`]), made with
     /// the machine.
     instance_plans: Vec<Box<[InstanceCellPlan]>>,
+    /// Per entity, once it has an instance: the entities whose indexes a new instance joins
+    /// (see `Machine::add_instance`).
+    index_lineages: Vec<Option<Box<[EntityId]>>>,
     ns_scopes: Vec<ScopeId>,
     /// FIFO of ready tasks. [`RESUMPTION`] stands for the front of `resumptions`, [`DEFERRED`]
     /// for the front of `deferred`.
@@ -1064,6 +1067,7 @@ impl Machine {
             .collect();
         let slot_tables = program.entities.iter().map(|e| SlotTable::new(&e.slots)).collect();
         let instance_plans = program.entities.iter().map(|e| InstanceCellPlan::for_entity(&program, e)).collect();
+        let entity_count = program.entities.len();
         let block_variables = program
             .blocks
             .iter()
@@ -1097,6 +1101,7 @@ impl Machine {
             more_locations: Vec::new(),
             slot_tables,
             instance_plans,
+            index_lineages: vec![None; entity_count],
             locations: LocationTable::default(),
             lookups: LookupCache::default(),
             block_variables,
