@@ -638,10 +638,35 @@ impl Program {
         !parents.is_empty() && (parents.contains(&other) || self.is_ancestor(entity, other))
     }
 
-    /// Whether `other` is among the ancestors of `entity`, each ancestor visited once: a
-    /// walk along every path would take time exponential in the depth of a hierarchy of
-    /// diamonds (`A extends B, C`, both extending `D`, and so on).
+    /// Whether `other` is among the ancestors of `entity`. Real hierarchies are a few levels
+    /// of single or double inheritance, which a plain walk of the parents answers at once; the
+    /// walk is given a budget of steps, beyond which the ancestors are walked again with each
+    /// visited once: a walk along every path would take time exponential in the depth of a
+    /// hierarchy of diamonds (`A extends B, C`, both extending `D`, and so on).
     fn is_ancestor(&self, entity: EntityId, other: EntityId) -> bool {
+        let mut budget = 64;
+        match self.is_ancestor_within(entity, other, &mut budget) {
+            Some(found) => found,
+            None => self.is_ancestor_visiting_once(entity, other),
+        }
+    }
+
+    /// [`Self::is_ancestor`] along every path, or `None` once `budget` steps are spent.
+    fn is_ancestor_within(&self, entity: EntityId, other: EntityId, budget: &mut u32) -> Option<bool> {
+        for &parent in &self.entity(entity).parents {
+            if parent == other {
+                return Some(true);
+            }
+            *budget = budget.checked_sub(1)?;
+            if self.is_ancestor_within(parent, other, budget)? {
+                return Some(true);
+            }
+        }
+        Some(false)
+    }
+
+    /// [`Self::is_ancestor`] with each ancestor visited once.
+    fn is_ancestor_visiting_once(&self, entity: EntityId, other: EntityId) -> bool {
         let mut visited = vec![false; self.entities.len()];
         let mut pending = vec![entity];
         while let Some(next) = pending.pop() {
