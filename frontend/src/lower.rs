@@ -269,7 +269,7 @@ impl<'p, 'a> Lowerer<'p, 'a> {
             defaults.push((n, value));
         }
         let mut implements = Vec::new();
-        for implement in self.implements_of(id) {
+        for implement in model.implements_of(id) {
             let imp = &model.implements[implement.index()];
             let condition = imp.condition.map(|c| self.expr(imp.ns, c, None));
             implements.push(ir::Implement {
@@ -289,19 +289,6 @@ impl<'p, 'a> Lowerer<'p, 'a> {
             indexes: e.indexes.clone(),
             implements,
         }
-    }
-
-    /// The reference's `get_implements`: own `implement`s, then, when the entity uses
-    /// `parents`, those of each parent (recursively, by the parent's own rule).
-    fn implements_of(&self, id: EntityId) -> Vec<check::ImplementId> {
-        let e = self.model.entity(id);
-        let mut out = e.implements.clone();
-        if e.implements_inherit {
-            for &p in &e.parents {
-                out.extend(self.implements_of(p));
-            }
-        }
-        out
     }
 
     fn push_expr(&mut self, kind: ExprKind, location: Location) -> ExprId {

@@ -121,7 +121,7 @@ impl<'p, 'a> Checker<'p, 'a> {
             );
             return;
         }
-        for implement in Self::implements_of(&self.model, entity) {
+        for implement in self.model.implements_of(entity) {
             let implement = &self.model.implements[implement.index()];
             let implement_location = implement.location;
             for &implementation in &implement.implementations.clone() {

@@ -340,23 +340,6 @@ impl<'p, 'a> Checker<'p, 'a> {
         }
     }
 
-    /// The `implement` statements that apply to an entity: its own, plus, when some
-    /// `implement ... using parents` exists for it, those of its parents (recursively).
-    pub fn implements_of(model: &Model<'a>, entity: EntityId) -> Vec<ImplementId> {
-        crate::with_stack(|| Self::implements_of_inner(model, entity))
-    }
-
-    fn implements_of_inner(model: &Model<'a>, entity: EntityId) -> Vec<ImplementId> {
-        let e = model.entity(entity);
-        let mut out = e.implements.clone();
-        if e.implements_inherit {
-            for &p in &e.parents {
-                out.extend(Self::implements_of(model, p));
-            }
-        }
-        out
-    }
-
     // ------------------------------------------------------------------ 7. normalise types
 
     pub(super) fn normalize_types(&mut self) {
@@ -446,7 +429,7 @@ impl<'p, 'a> Checker<'p, 'a> {
             }
         }
         // Conditions of the `implement` statements that apply.
-        for implement in Self::implements_of(&self.model, entity) {
+        for implement in self.model.implements_of(entity) {
             let (ns, condition) =
                 (self.model.implements[implement.index()].ns, self.model.implements[implement.index()].condition);
             if let Some(condition) = condition {

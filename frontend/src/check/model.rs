@@ -12,6 +12,10 @@ use weft_ir::{FileId, Location, Symbol};
 
 use crate::ast;
 
+/// How long the list of an entity's `implement`s may grow with the repetitions a hierarchy of
+/// diamonds gives it (see `Model::implements_of`).
+pub(crate) const MAX_REPEATED_IMPLEMENTS: usize = 4096;
+
 macro_rules! id_type {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
@@ -345,6 +349,73 @@ impl<'a> Model<'a> {
         let merged: Vec<(Symbol, DefaultValue)> = merged.into_iter().filter_map(|(n, v)| v.map(|v| (n, v))).collect();
         done.insert(entity, merged.clone());
         merged
+    }
+
+    /// The reference's `get_implements`: the entity's own `implement`s, then, when it uses
+    /// `parents`, those of each parent by the parent's own rule, recursively. A parent reached
+    /// along two paths of a diamond gives its `implement`s twice, as in the reference, where
+    /// each is a sub-constructor of its own; the repeated ones select implementations the
+    /// instance already has, so their only effect is their own tasks.
+    ///
+    /// The list grows exponentially with the depth of a hierarchy of diamonds. Beyond
+    /// [`MAX_REPEATED_IMPLEMENTS`] entries, which no real model comes near (the reference
+    /// would spend minutes on such a hierarchy), each `implement` is kept at its first place
+    /// only: the entities are walked once each.
+    pub fn implements_of(&self, entity: EntityId) -> Vec<ImplementId> {
+        crate::with_stack(|| {
+            if self.implements_count(entity, &mut HashMap::new()) <= MAX_REPEATED_IMPLEMENTS {
+                let mut out = Vec::new();
+                self.implements_along_every_path(entity, &mut out);
+                out
+            } else {
+                let mut out = Vec::new();
+                self.implements_once(entity, &mut vec![false; self.entities.len()], &mut out);
+                out
+            }
+        })
+    }
+
+    /// The length of [`Self::implements_of`]'s list with every repetition, saturating.
+    fn implements_count(&self, entity: EntityId, counted: &mut HashMap<EntityId, usize>) -> usize {
+        if let Some(&count) = counted.get(&entity) {
+            return count;
+        }
+        let e = self.entity(entity);
+        let mut count = e.implements.len();
+        if e.implements_inherit {
+            for &parent in &e.parents {
+                let inherited = crate::with_stack(|| self.implements_count(parent, counted));
+                count = count.saturating_add(inherited);
+            }
+        }
+        counted.insert(entity, count);
+        count
+    }
+
+    fn implements_along_every_path(&self, entity: EntityId, out: &mut Vec<ImplementId>) {
+        let e = self.entity(entity);
+        out.extend_from_slice(&e.implements);
+        if e.implements_inherit {
+            for &parent in &e.parents {
+                crate::with_stack(|| self.implements_along_every_path(parent, out));
+            }
+        }
+    }
+
+    /// [`Self::implements_along_every_path`] with each entity at its first visit only: the
+    /// list with its repetitions removed, since an `implement` belongs to one entity and an
+    /// entity's part of the list is the same wherever it is reached.
+    fn implements_once(&self, entity: EntityId, visited: &mut Vec<bool>, out: &mut Vec<ImplementId>) {
+        if std::mem::replace(&mut visited[entity.index()], true) {
+            return;
+        }
+        let e = self.entity(entity);
+        out.extend_from_slice(&e.implements);
+        if e.implements_inherit {
+            for &parent in &e.parents {
+                crate::with_stack(|| self.implements_once(parent, visited, out));
+            }
+        }
     }
 
     /// All attribute names of an entity, own first, then its parents'.
