@@ -196,8 +196,18 @@ fn every_case_runs_the_same_from_an_artifact() {
 /// `L<i-1>B`, so that the ancestors of the last level are reached along 2^depth paths, and
 /// every level takes its parents' implementations (`implement ... using parents`). At a depth
 /// of twelve these are the corpus cases `inheritance/diamond_*` (recorded from the reference,
-/// which takes minutes at forty levels); `ok` selects the one that succeeds.
-fn diamond_model(depth: usize, ok: bool) -> String {
+/// which takes minutes at forty levels).
+#[derive(Clone, Copy)]
+enum Diamond {
+    /// Indexes, relations and inherited implementations of the last level.
+    Evaluates,
+    /// An instance of the last level given to a relation of an unrelated type.
+    UnrelatedRelation,
+    /// A constructor of the last level given an attribute no entity has.
+    UnknownAttribute,
+}
+
+fn diamond_model(depth: usize, variant: Diamond) -> String {
     let mut lines: Vec<String> = [
         "# Entities in levels of diamonds: LiA and LiB both extend L(i-1)A and L(i-1)B, so that",
         "# the ancestors of the last level are reached along 2^depth paths.",
@@ -234,8 +244,8 @@ fn diamond_model(depth: usize, ok: bool) -> String {
         .map(String::from),
     );
     let last = depth - 1;
-    if ok {
-        lines.extend([
+    match variant {
+        Diamond::Evaluates => lines.extend([
             format!("x = L{last}A(name=\"a\", holder=h)"),
             format!("y = L{last}B(name=\"b\", holder=h)"),
             "a = L0A[name=\"a\"]".to_string(),
@@ -244,15 +254,15 @@ fn diamond_model(depth: usize, ok: bool) -> String {
             "for i in h.items:".to_string(),
             "    std::print(i.name)".to_string(),
             "end".to_string(),
-        ]);
-    } else {
-        lines.extend([
+        ]),
+        Diamond::UnrelatedRelation => lines.extend([
             "entity Other:".to_string(),
             "end".to_string(),
             "implement Other using std::none".to_string(),
             "Other.thing [0:1] -- Holder".to_string(),
             format!("o = Other(thing=L{last}A(name=\"c\"))"),
-        ]);
+        ]),
+        Diamond::UnknownAttribute => lines.push(format!("z = L{last}A(name=\"c\", colour=\"red\")")),
     }
     lines.join("\n") + "\n"
 }
@@ -260,27 +270,29 @@ fn diamond_model(depth: usize, ok: bool) -> String {
 /// A hierarchy of diamonds sixty levels deep evaluates as the twelve-level corpus cases do
 /// (same status, prints and error kind): every walk over an entity's ancestors (its
 /// defaults, its attribute names, the indexes a new instance joins, subclass checks, the
-/// `implement`s it inherits) visits each ancestor once. Walking every path took time
-/// exponential in the depth; the deadline only tells such a hang from a slow machine. At
-/// twelve levels an instance has 2,048 inherited `implement`s with their repetitions, as in
-/// the reference; at sixty each is kept once (`Model::implements_of`), with the same result.
+/// `implement`s it inherits, the search for an attribute) visits each ancestor once. Walking
+/// every path took time exponential in the depth; the deadline only tells such a hang from a
+/// slow machine. At twelve levels an instance has 2,048 inherited `implement`s with their
+/// repetitions, as in the reference; at sixty each is kept once (`Model::implements_of`),
+/// with the same result.
 #[test]
 fn deep_diamond_hierarchies_evaluate_as_shallow_ones_do() {
     const DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
     let scratch = std::env::temp_dir().join(format!("weft-diamonds-{}", std::process::id()));
-    for (case, ok) in [
-        ("inheritance/diamond_hierarchy_indexes_and_relations", true),
-        ("inheritance/diamond_descendant_rejected_by_unrelated_relation", false),
+    for (case, variant) in [
+        ("inheritance/diamond_hierarchy_indexes_and_relations", Diamond::Evaluates),
+        ("inheritance/diamond_descendant_rejected_by_unrelated_relation", Diamond::UnrelatedRelation),
+        ("inheritance/diamond_descendant_without_the_attribute_given", Diamond::UnknownAttribute),
     ] {
         let shallow = corpus().join(case);
         assert_eq!(
             std::fs::read_to_string(shallow.join("main.cf")).expect("readable"),
-            diamond_model(12, ok),
+            diamond_model(12, variant),
             "{case} is the twelve-level model"
         );
         let deep = scratch.join(case);
         std::fs::create_dir_all(&deep).expect("scratch directory");
-        std::fs::write(deep.join("main.cf"), diamond_model(60, ok)).expect("writable");
+        std::fs::write(deep.join("main.cf"), diamond_model(60, variant)).expect("writable");
         let (sender, received) = std::sync::mpsc::channel();
         let dir = deep.clone();
         std::thread::spawn(move || {

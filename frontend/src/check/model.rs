@@ -266,16 +266,21 @@ impl<'a> Model<'a> {
 
     /// The attribute `name` of `entity`: its own, or the first found in its parents, depth
     /// first and left to right (the reference's lookup order).
+    /// The attribute `name` of an entity: its own, or the first found in a depth-first walk of
+    /// its parents, left to right. Each ancestor is looked at once ([`Self::ancestors`]), in
+    /// the order of that walk: along every path, a name that no ancestor has would take time
+    /// exponential in the depth of a hierarchy of diamonds.
     pub fn find_attribute(&self, entity: EntityId, name: Symbol) -> Option<AttrId> {
-        crate::with_stack(|| self.find_attribute_inner(entity, name))
-    }
-
-    fn find_attribute_inner(&self, entity: EntityId, name: Symbol) -> Option<AttrId> {
-        let e = self.entity(entity);
-        if let Some(&a) = e.attributes.iter().find(|&&a| self.attribute(a).name == name) {
-            return Some(a);
-        }
-        e.parents.iter().find_map(|&p| self.find_attribute(p, name))
+        let own =
+            |entity: EntityId| self.entity(entity).attributes.iter().copied().find(|&a| self.attribute(a).name == name);
+        own(entity).or_else(|| {
+            let parents = &self.entity(entity).parents;
+            // The usual case, a parent that declares the attribute, without walking further.
+            parents
+                .first()
+                .and_then(|&first| own(first))
+                .or_else(|| if parents.is_empty() { None } else { self.ancestors(entity).into_iter().find_map(own) })
+        })
     }
 
     /// All ancestors of an entity (not including itself), without duplicates.
