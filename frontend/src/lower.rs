@@ -31,8 +31,14 @@ pub fn lower(project: &Project<'_>, model: &Model<'_>) -> ir::Program {
     for i in 0..project.interner.len() {
         names.push(project.interner.resolve(Symbol::from_u32(i as u32)).to_string());
     }
-    let mut lowerer =
-        Lowerer { project, model, out: ir::Program::default(), names_by_text: HashMap::new(), ctor_count: 0 };
+    let mut lowerer = Lowerer {
+        project,
+        model,
+        out: ir::Program::default(),
+        names_by_text: HashMap::new(),
+        ctor_count: 0,
+        ancestry: check::Ancestry::default(),
+    };
     lowerer.out.names = names;
     lowerer.run();
     lowerer.out
@@ -128,6 +134,8 @@ struct Lowerer<'p, 'a> {
     out: ir::Program,
     names_by_text: HashMap<String, Symbol>,
     ctor_count: u32,
+    /// The walks over ancestors of the entities lowered so far, for the next ones.
+    ancestry: check::Ancestry,
 }
 
 /// What a value is assigned to, for the implicit inverse of constructors.
@@ -259,12 +267,12 @@ impl<'p, 'a> Lowerer<'p, 'a> {
         let e = model.entity(id);
         let name = format!("{}::{}", model.namespace(e.ns).name, self.sym(e.name));
         let slots: Vec<(Symbol, ir::AttrId)> = model
-            .all_attribute_names(id)
+            .all_attributes_in(id, &mut self.ancestry)
             .into_iter()
-            .map(|n| (n, ir::AttrId(model.find_attribute(id, n).expect("slot names are attributes").0)))
+            .map(|(name, attribute)| (name, ir::AttrId(attribute.0)))
             .collect();
         let mut defaults = Vec::new();
-        for (n, d) in model.default_values(id) {
+        for (n, d) in model.default_values_in(id, &mut self.ancestry) {
             let value = self.push_expr(ExprKind::Const(d.value.clone()), d.location);
             defaults.push((n, value));
         }
@@ -724,7 +732,7 @@ impl<'p, 'a> Lowerer<'p, 'a> {
         let self_ref = self.push_expr(ExprKind::Var(VarRef::Name(self_name)), location);
         // Defaults first, then explicit arguments (a Python dict updated in that order).
         let mut all: Vec<(Symbol, Option<&'a ast::Expr<'a>>, Option<ExprId>)> = Vec::new();
-        for (name, d) in model.default_values(entity) {
+        for (name, d) in model.default_values_in(entity, &mut self.ancestry) {
             let id = self.push_expr(ExprKind::Const(d.value.clone()), d.location);
             all.push((name, None, Some(id)));
         }

@@ -277,33 +277,74 @@ fn diamond_model(depth: usize, variant: Diamond) -> String {
 /// with the same result.
 #[test]
 fn deep_diamond_hierarchies_evaluate_as_shallow_ones_do() {
-    const DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
-    let scratch = std::env::temp_dir().join(format!("weft-diamonds-{}", std::process::id()));
     for (case, variant) in [
         ("inheritance/diamond_hierarchy_indexes_and_relations", Diamond::Evaluates),
         ("inheritance/diamond_descendant_rejected_by_unrelated_relation", Diamond::UnrelatedRelation),
         ("inheritance/diamond_descendant_without_the_attribute_given", Diamond::UnknownAttribute),
     ] {
-        let shallow = corpus().join(case);
-        assert_eq!(
-            std::fs::read_to_string(shallow.join("main.cf")).expect("readable"),
-            diamond_model(12, variant),
-            "{case} is the twelve-level model"
-        );
-        let deep = scratch.join(case);
-        std::fs::create_dir_all(&deep).expect("scratch directory");
-        std::fs::write(deep.join("main.cf"), diamond_model(60, variant)).expect("writable");
-        let (sender, received) = std::sync::mpsc::channel();
-        let dir = deep.clone();
-        std::thread::spawn(move || {
-            // The receiver is gone only when the test already failed on the deadline.
-            let _ = sender.send(compile(&dir));
-        });
-        let deep_outcome = received.recv_timeout(DEADLINE).unwrap_or_else(|_| panic!("{case} at sixty levels hangs"));
-        let shallow_outcome = compile(&shallow);
-        assert_eq!(deep_outcome.ok, shallow_outcome.ok, "{case}");
-        assert_eq!(deep_outcome.prints, shallow_outcome.prints, "{case}");
-        assert_eq!(deep_outcome.error.map(|e| e.0), shallow_outcome.error.map(|e| e.0), "{case}");
+        check_deepened(case, &diamond_model(12, variant), &diamond_model(60, variant));
     }
+}
+
+/// A chain of entities, each extending the one before: at a depth of twelve the corpus case
+/// `inheritance/chain_of_entities`.
+fn chain_model(depth: usize) -> String {
+    let mut lines: Vec<String> = [
+        "# A chain of entities, each extending the one before, with an index and a default at its root.",
+        "entity E0:",
+        "    string name",
+        "    string kind = \"root\"",
+        "end",
+        "index E0(name)",
+    ]
+    .map(String::from)
+    .to_vec();
+    for level in 1..depth {
+        lines.push(format!("entity E{level} extends E{}:", level - 1));
+        lines.push("end".to_string());
+    }
+    let last = depth - 1;
+    lines.extend([
+        format!("implement E{last} using std::none"),
+        format!("x = E{last}(name=\"a\")"),
+        "y = E0[name=\"a\"]".to_string(),
+        "std::print(y.name)".to_string(),
+        "std::print(y.kind)".to_string(),
+    ]);
+    lines.join("\n") + "\n"
+}
+
+/// A chain of 20,000 entities evaluates as the twelve-level corpus case does. The lowering
+/// asks every entity for its defaults and attributes, and walked its ancestors anew each
+/// time: quadratic in the length, a minute for this chain in a release build.
+#[test]
+fn long_inheritance_chains_evaluate_as_short_ones_do() {
+    check_deepened("inheritance/chain_of_entities", &chain_model(12), &chain_model(20_000));
+}
+
+/// Checks that the corpus case `case` is the model `shallow`, then that the model `deep`
+/// evaluates within a deadline to the same status, prints and error kind as the case.
+fn check_deepened(case: &str, shallow: &str, deep: &str) {
+    const DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
+    let recorded = corpus().join(case);
+    assert_eq!(
+        std::fs::read_to_string(recorded.join("main.cf")).expect("readable"),
+        shallow,
+        "{case} is the shallow model"
+    );
+    let scratch = std::env::temp_dir().join(format!("weft-deepened-{}", std::process::id())).join(case);
+    std::fs::create_dir_all(&scratch).expect("scratch directory");
+    std::fs::write(scratch.join("main.cf"), deep).expect("writable");
+    let (sender, received) = std::sync::mpsc::channel();
+    let dir = scratch.clone();
+    std::thread::spawn(move || {
+        // The receiver is gone only when the test already failed on the deadline.
+        let _ = sender.send(compile(&dir));
+    });
+    let deep_outcome = received.recv_timeout(DEADLINE).unwrap_or_else(|_| panic!("{case}, deepened, hangs"));
     let _ = std::fs::remove_dir_all(&scratch);
+    let shallow_outcome = compile(&recorded);
+    assert_eq!(deep_outcome.ok, shallow_outcome.ok, "{case}");
+    assert_eq!(deep_outcome.prints, shallow_outcome.prints, "{case}");
+    assert_eq!(deep_outcome.error.map(|e| e.0), shallow_outcome.error.map(|e| e.0), "{case}");
 }

@@ -16,6 +16,24 @@ use crate::ast;
 /// diamonds gives it (see `Model::implements_of`).
 pub(crate) const MAX_REPEATED_IMPLEMENTS: usize = 4096;
 
+/// What the walks over an entity's ancestors found, by entity, kept between walks: see
+/// [`Model::default_values_in`] and [`Model::all_attributes_in`]. Valid for one state of the
+/// model: a walk after the entities changed needs a new one.
+#[derive(Default)]
+pub struct Ancestry {
+    defaults: Vec<Option<Vec<(Symbol, DefaultValue)>>>,
+    attributes: Vec<Option<Vec<(Symbol, AttrId)>>>,
+}
+
+impl Ancestry {
+    fn remember<T>(table: &mut Vec<Option<T>>, entity: EntityId, value: T) {
+        if table.len() <= entity.index() {
+            table.resize_with(entity.index() + 1, || None);
+        }
+        table[entity.index()] = Some(value);
+    }
+}
+
 macro_rules! id_type {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
@@ -319,19 +337,20 @@ impl<'a> Model<'a> {
     /// The effective defaults of an entity, after inheritance: its own defaults win, then the
     /// left-most parent's. A `None` default (removed) does not appear.
     pub fn default_values(&self, entity: EntityId) -> Vec<(Symbol, DefaultValue)> {
-        crate::with_stack(|| self.default_values_inner(entity, &mut HashMap::new()))
+        self.default_values_in(entity, &mut Ancestry::default())
     }
 
-    /// [`Self::default_values`], with the entities already merged in `done`: an entity
-    /// reached again through another path of a diamond (`A extends B, C`, both extending
-    /// `D`) has the same defaults every time, and merging them anew on every path made the
-    /// work exponential in the depth of such a hierarchy.
-    fn default_values_inner(
-        &self,
-        entity: EntityId,
-        done: &mut HashMap<EntityId, Vec<(Symbol, DefaultValue)>>,
-    ) -> Vec<(Symbol, DefaultValue)> {
-        if let Some(known) = done.get(&entity) {
+    /// [`Self::default_values`], with the results of the entities already merged kept in
+    /// `memo`: an entity reached again (through another path of a diamond, `A extends B, C`,
+    /// both extending `D`, or for the next entity of a lowering) has the same defaults every
+    /// time. Merging them anew along every path made the work exponential in the depth of a
+    /// hierarchy of diamonds, and for every entity of a chain, quadratic in its length.
+    pub fn default_values_in(&self, entity: EntityId, memo: &mut Ancestry) -> Vec<(Symbol, DefaultValue)> {
+        crate::with_stack(|| self.default_values_memoized(entity, memo))
+    }
+
+    fn default_values_memoized(&self, entity: EntityId, memo: &mut Ancestry) -> Vec<(Symbol, DefaultValue)> {
+        if let Some(Some(known)) = memo.defaults.get(entity.index()) {
             return known.clone();
         }
         let mut merged: Vec<(Symbol, Option<DefaultValue>)> = Vec::new();
@@ -344,7 +363,7 @@ impl<'a> Model<'a> {
         };
         let e = self.entity(entity);
         for &parent in e.parents.iter().rev() {
-            for (name, value) in crate::with_stack(|| self.default_values_inner(parent, done)) {
+            for (name, value) in crate::with_stack(|| self.default_values_memoized(parent, memo)) {
                 put(&mut merged, name, Some(value));
             }
         }
@@ -352,7 +371,7 @@ impl<'a> Model<'a> {
             put(&mut merged, *name, value.clone());
         }
         let merged: Vec<(Symbol, DefaultValue)> = merged.into_iter().filter_map(|(n, v)| v.map(|v| (n, v))).collect();
-        done.insert(entity, merged.clone());
+        Ancestry::remember(&mut memo.defaults, entity, merged.clone());
         merged
     }
 
@@ -425,24 +444,32 @@ impl<'a> Model<'a> {
 
     /// All attribute names of an entity, own first, then its parents'.
     pub fn all_attribute_names(&self, entity: EntityId) -> Vec<Symbol> {
-        crate::with_stack(|| self.all_attribute_names_inner(entity, &mut HashMap::new()))
+        self.all_attributes_in(entity, &mut Ancestry::default()).into_iter().map(|(name, _)| name).collect()
     }
 
-    /// [`Self::all_attribute_names`], with the entities already listed in `done` (see
-    /// [`Self::default_values_inner`]).
-    fn all_attribute_names_inner(&self, entity: EntityId, done: &mut HashMap<EntityId, Vec<Symbol>>) -> Vec<Symbol> {
-        if let Some(known) = done.get(&entity) {
+    /// The attributes of an entity by name, in the order of [`Self::all_attribute_names`],
+    /// each the one [`Self::find_attribute`] finds for its name (the first declaration in a
+    /// depth-first walk from the entity, which is where the name first enters the list). The
+    /// results of the entities already walked are kept in `memo` (see
+    /// [`Self::default_values_in`]).
+    pub fn all_attributes_in(&self, entity: EntityId, memo: &mut Ancestry) -> Vec<(Symbol, AttrId)> {
+        crate::with_stack(|| self.all_attributes_memoized(entity, memo))
+    }
+
+    fn all_attributes_memoized(&self, entity: EntityId, memo: &mut Ancestry) -> Vec<(Symbol, AttrId)> {
+        if let Some(Some(known)) = memo.attributes.get(entity.index()) {
             return known.clone();
         }
-        let mut names: Vec<Symbol> = self.entity(entity).attributes.iter().map(|&a| self.attribute(a).name).collect();
+        let mut attributes: Vec<(Symbol, AttrId)> =
+            self.entity(entity).attributes.iter().map(|&a| (self.attribute(a).name, a)).collect();
         for &p in &self.entity(entity).parents {
-            for n in crate::with_stack(|| self.all_attribute_names_inner(p, done)) {
-                if !names.contains(&n) {
-                    names.push(n);
+            for (name, attribute) in crate::with_stack(|| self.all_attributes_memoized(p, memo)) {
+                if !attributes.iter().any(|(n, _)| *n == name) {
+                    attributes.push((name, attribute));
                 }
             }
         }
-        done.insert(entity, names.clone());
-        names
+        Ancestry::remember(&mut memo.attributes, entity, attributes.clone());
+        attributes
     }
 }
