@@ -742,6 +742,49 @@ pub struct Waiter {
     body: Option<Body>,
 }
 
+/// A block's distinct variables in declaration order: variable `i` of a block's scope is the
+/// cell `first + i` (`Scope::Block`). A block of many variables (a generated model's top level
+/// can declare hundreds of thousands) also has a table by name: a scan of the list at every
+/// lookup made such a model quadratic in its number of variables.
+pub(crate) struct BlockVariables {
+    names: Box<[Symbol]>,
+    by_name: Option<HashMap<Symbol, u32>>,
+}
+
+impl BlockVariables {
+    /// From this many variables on, a block has a table by name.
+    const TABLE_FROM: usize = 16;
+
+    fn new(declared: &[Symbol]) -> BlockVariables {
+        let mut names: Vec<Symbol> = Vec::with_capacity(declared.len());
+        let mut by_name: HashMap<Symbol, u32> = HashMap::new();
+        let large = declared.len() >= Self::TABLE_FROM;
+        for &name in declared {
+            let known = if large { by_name.contains_key(&name) } else { names.contains(&name) };
+            if !known {
+                if large {
+                    by_name.insert(name, names.len() as u32);
+                }
+                names.push(name);
+            }
+        }
+        BlockVariables { names: names.into_boxed_slice(), by_name: large.then_some(by_name) }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    /// The index of a variable among the block's.
+    #[inline]
+    pub(crate) fn position(&self, name: Symbol) -> Option<usize> {
+        match &self.by_name {
+            Some(table) => table.get(&name).map(|&i| i as usize),
+            None => self.names.iter().position(|&n| n == name),
+        }
+    }
+}
+
 /// Gradual listeners (`ResultCollector`s).
 enum Collector {
     For {
@@ -949,7 +992,7 @@ pub struct Machine {
     /// Constructor locations after an instance's first (see `Instance::more_locations`).
     more_locations: Vec<Vec<Location>>,
     /// Per block, its distinct variables in declaration order (see `Scope::Block`).
-    block_variables: Vec<Box<[Symbol]>>,
+    block_variables: Vec<BlockVariables>,
     pub entities: Vec<EntityState>,
     /// Per entity: where its attributes are among an instance's cells.
     slot_tables: Vec<SlotTable>,
@@ -1068,19 +1111,7 @@ impl Machine {
         let slot_tables = program.entities.iter().map(|e| SlotTable::new(&e.slots)).collect();
         let instance_plans = program.entities.iter().map(|e| InstanceCellPlan::for_entity(&program, e)).collect();
         let entity_count = program.entities.len();
-        let block_variables = program
-            .blocks
-            .iter()
-            .map(|b| {
-                let mut distinct: Vec<Symbol> = Vec::with_capacity(b.variables.len());
-                for &v in &b.variables {
-                    if !distinct.contains(&v) {
-                        distinct.push(v);
-                    }
-                }
-                distinct.into_boxed_slice()
-            })
-            .collect();
+        let block_variables = program.blocks.iter().map(|b| BlockVariables::new(&b.variables)).collect();
         Machine {
             program,
             code,

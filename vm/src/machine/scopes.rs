@@ -44,12 +44,10 @@ impl Machine {
             VarRef::Name(sym) => sym,
         };
         match &self.scopes[scope as usize] {
-            Scope::Block { block, first, parent } => {
-                match self.block_variables[block.index()].iter().position(|n| *n == name_sym) {
-                    Some(i) => Ok(first + i as CellId),
-                    None => self.lookup_in(*parent, name, root),
-                }
-            }
+            Scope::Block { block, first, parent } => match self.block_variables[block.index()].position(name_sym) {
+                Some(i) => Ok(first + i as CellId),
+                None => self.lookup_in(*parent, name, root),
+            },
             Scope::Var { name: n, cell, parent } => {
                 if root.is_none() && *n == name_sym {
                     Ok(*cell)
@@ -79,7 +77,7 @@ impl Machine {
     pub(super) fn ns_lookup(&self, ns: NsId, sym: Symbol, name: VarRef) -> R<CellId> {
         let scope = self.ns_scopes[ns.index()];
         if let Scope::Block { block, first, .. } = &self.scopes[scope as usize]
-            && let Some(i) = self.block_variables[block.index()].iter().position(|n| *n == sym)
+            && let Some(i) = self.block_variables[block.index()].position(sym)
         {
             return Ok(first + i as CellId);
         }
