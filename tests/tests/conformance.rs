@@ -360,6 +360,27 @@ fn long_chains_of_variables_and_typedefs_evaluate_as_short_ones_do() {
     check_deepened("typedefs/chain_of_typedefs", &typedef_chain_model(12), &typedef_chain_model(10_000));
 }
 
+/// A dict literal of `count` keys: at twelve the corpus case
+/// `lists_dicts/dict_literal_of_many_keys`.
+fn dict_literal_model(count: usize) -> String {
+    let entries: Vec<String> = (0..count).map(|i| format!("\"k{i}\": {i}")).collect();
+    [
+        "# A dict literal of many keys, then a lookup.".to_string(),
+        format!("d = {{{}}}", entries.join(", ")),
+        "std::print(d[\"k7\"])".to_string(),
+        "std::print(d[\"k0\"] + d[\"k1\"])".to_string(),
+    ]
+    .join("\n")
+        + "\n"
+}
+
+/// A dict literal of 100,000 keys evaluates as the twelve-key corpus case does. The parser's
+/// check for a repeated key compared each key with every earlier one (9 s for 100,000).
+#[test]
+fn large_dict_literals_evaluate_as_small_ones_do() {
+    check_deepened("lists_dicts/dict_literal_of_many_keys", &dict_literal_model(12), &dict_literal_model(100_000));
+}
+
 /// Checks that the corpus case `case` is the model `shallow`, then that the model `deep`
 /// evaluates within a deadline to the same status, prints and error kind as the case.
 fn check_deepened(case: &str, shallow: &str, deep: &str) {
