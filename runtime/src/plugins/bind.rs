@@ -85,11 +85,7 @@ fn bind_positional(
     let mut has_unknown = false;
     for (&param, value) in shape.params.iter().zip(&args) {
         let param = usize::from(param);
-        if matches!(value, Value::Unknown) {
-            has_unknown = true;
-        } else {
-            validate_argument(qualified, &params[param], &prepared.param_types[param], value, host)?;
-        }
+        has_unknown |= take_argument(qualified, &params[param], &prepared.param_types[param], value, host)?;
     }
     let mut bound = Bound { has_unknown, ..Bound::default() };
     bound.values.reserve_exact(params.len());
@@ -165,11 +161,7 @@ pub(crate) fn check_args_in_general(
     let mut has_unknown = false;
     for (position, value) in args.iter().enumerate() {
         let Some(param) = named[..positional].get(position).copied().or(var_args) else { continue };
-        if matches!(value, Value::Unknown) {
-            has_unknown = true;
-        } else {
-            validate_argument(qualified, &params[param], &prepared.param_types[param], value, host)?;
-        }
+        has_unknown |= take_argument(qualified, &params[param], &prepared.param_types[param], value, host)?;
     }
     for (name, value) in &kwargs {
         let position = named.iter().position(|&i| params[i].name == *name);
@@ -179,11 +171,7 @@ pub(crate) fn check_args_in_general(
         if position.is_some_and(|n| n < positional && n < args.len()) {
             return Err(PluginError::Runtime(format!("{qualified}() got multiple values for argument '{name}'")));
         }
-        if matches!(value, Value::Unknown) {
-            has_unknown = true;
-        } else {
-            validate_argument(qualified, &params[param], &prepared.param_types[param], value, host)?;
-        }
+        has_unknown |= take_argument(qualified, &params[param], &prepared.param_types[param], value, host)?;
     }
 
     let mut bound =
@@ -206,6 +194,23 @@ fn report_missing(qualified: &str, missing: &[&str], sort: &str) -> Result<(), P
             )))
         }
     }
+}
+
+/// An argument as `check_args` takes it: an Unknown is not validated, and makes the call's
+/// result Unknown unless the plugin allows them (true is returned for it); any other value is
+/// validated against its parameter's annotation.
+fn take_argument(
+    qualified: &str,
+    param: &PluginParam,
+    ty: &Ty,
+    value: &Value,
+    host: &mut dyn PluginHost,
+) -> Result<bool, PluginError> {
+    if matches!(value, Value::Unknown) {
+        return Ok(true);
+    }
+    validate_argument(qualified, param, ty, value, host)?;
+    Ok(false)
 }
 
 /// `convert_and_validate` for one argument, against its resolved annotation.
