@@ -687,16 +687,27 @@ impl Machine {
         Ok(())
     }
 
+    /// How many implementations an instance lists (`Instance::implementations`) before the
+    /// machine keeps them in a set (`Machine::many_implementations`): an entity can have
+    /// thousands, and a scan of the list for each made the instance's construction quadratic
+    /// in their number.
+    const LISTED_IMPLEMENTATIONS: usize = 32;
+
     /// Records that an implementation applies to an instance; false when it already did (an
     /// implementation runs once per instance, however many `implement`s select it).
     #[inline]
     pub(super) fn record_implementation(&mut self, inst: InstanceId, imp: weft_ir::program::ImplId) -> bool {
         let recorded = &mut self.instances[inst as usize].implementations;
-        if recorded.contains(&imp) {
-            return false;
+        if recorded.len() < Self::LISTED_IMPLEMENTATIONS {
+            if recorded.contains(&imp) {
+                return false;
+            }
+            recorded.push(imp);
+            return true;
         }
-        recorded.push(imp);
-        true
+        // A full list stays as it is; the set holds it and every implementation after it.
+        let listed = &*recorded;
+        self.many_implementations.entry(inst).or_insert_with(|| listed.iter().copied().collect()).insert(imp)
     }
 
     pub(super) fn instance_scope(&mut self, inst: InstanceId) -> ScopeId {

@@ -925,6 +925,8 @@ pub struct Instance {
     more_locations: u32,
     /// The instance as a scope once an implementation needed it, or `NONE`.
     scope: ScopeId,
+    /// The implementations it has run, up to `Machine::LISTED_IMPLEMENTATIONS` of them;
+    /// `Machine::many_implementations` has them all once there are more.
     pub implementations: SmallVec<[weft_ir::program::ImplId; 4]>,
 }
 
@@ -991,6 +993,9 @@ pub struct Machine {
     lookups: LookupCache,
     /// Constructor locations after an instance's first (see `Instance::more_locations`).
     more_locations: Vec<Vec<Location>>,
+    /// The implementations of an instance that has run more than
+    /// `Machine::LISTED_IMPLEMENTATIONS` of them (see `Machine::record_implementation`).
+    many_implementations: HashMap<InstanceId, HashSet<weft_ir::program::ImplId>>,
     /// Per block, its distinct variables in declaration order (see `Scope::Block`).
     block_variables: Vec<BlockVariables>,
     pub entities: Vec<EntityState>,
@@ -1133,6 +1138,7 @@ impl Machine {
             slot_tables,
             instance_plans,
             index_lineages: vec![None; entity_count],
+            many_implementations: HashMap::new(),
             locations: LocationTable::default(),
             lookups: LookupCache::default(),
             block_variables,
