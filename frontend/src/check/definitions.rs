@@ -366,6 +366,14 @@ impl<'p, 'a> Checker<'p, 'a> {
     fn normalize_entity(&mut self, entity: EntityId) {
         // Own defaults, in attribute order: each must be a constant of the declared type.
         let defaults: Vec<PendingDefault<'a>> = self.pending_defaults.remove(&entity).unwrap_or_default();
+        // Where each own default is, by name (an entity can have thousands).
+        let default_positions: HashMap<Symbol, usize> = self.model.entities[entity.index()]
+            .own_defaults
+            .iter()
+            .enumerate()
+            .rev()
+            .map(|(at, &(name, _))| (name, at))
+            .collect();
         for pending in defaults {
             let attr_loc = self.model.attribute(pending.attr).location;
             let file = self.loc(pending.ns, pending.expr.span).file;
@@ -395,8 +403,8 @@ impl<'p, 'a> Checker<'p, 'a> {
             }
             let name = self.model.attribute(pending.attr).name;
             let location = self.loc(pending.ns, pending.expr.span);
-            if let Some(slot) = self.model.entities[entity.index()].own_defaults.iter_mut().find(|(n, _)| *n == name) {
-                slot.1 = Some(DefaultValue { value, location });
+            if let Some(&at) = default_positions.get(&name) {
+                self.model.entities[entity.index()].own_defaults[at].1 = Some(DefaultValue { value, location });
             }
         }
         // A relation may not reuse the name of an attribute of a parent.

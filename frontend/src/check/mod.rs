@@ -681,14 +681,17 @@ impl<'p, 'a> Checker<'p, 'a> {
         if self.model.entity(id).invalid {
             return;
         }
+        // The entity's own attributes in order, and by name: an entity can have thousands, too
+        // many to find a name by a scan for each.
         let mut own: Vec<(Symbol, AttrId)> = Vec::new();
+        let mut own_by_name: HashMap<Symbol, AttrId> = HashMap::new();
         for attr in def.attributes {
             let Some(value_type) = self.attribute_type(ns, &attr.ty) else {
                 self.model.entities[id.index()].invalid = true;
                 return;
             };
             let name = attr.name.name;
-            if let Some(&(_, first)) = own.iter().find(|(n, _)| *n == name) {
+            if let Some(&first) = own_by_name.get(&name) {
                 // The reference finds this when it adds the second attribute to the entity,
                 // and reports it at the first one.
                 let first_loc = self.model.attribute(first).location;
@@ -713,6 +716,7 @@ impl<'p, 'a> Checker<'p, 'a> {
                 kind: AttributeKind::Value(value_type),
             });
             own.push((name, attr_id));
+            own_by_name.insert(name, attr_id);
             // Every attribute registers its default; no default removes an inherited one.
             let default = match attr.default {
                 ast::AttrDefault::Value(expr) => Some((expr, value_type)),
@@ -763,7 +767,7 @@ impl<'p, 'a> Checker<'p, 'a> {
             for ancestor in self.model.ancestors(id) {
                 for &parent_attr in &self.model.entity(ancestor).attributes.clone() {
                     let pa = self.model.attribute(parent_attr);
-                    let Some(&(_, mine)) = own.iter().find(|(n, _)| *n == pa.name) else { continue };
+                    let Some(&mine) = own_by_name.get(&pa.name) else { continue };
                     let (mine_kind, parent_kind) = (self.model.attribute(mine).kind, pa.kind);
                     if mine_kind != parent_kind {
                         let parent_loc = pa.location;

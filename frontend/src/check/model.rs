@@ -4,7 +4,7 @@
 //! the syntax tree (`'a`) for the code it does not need to look into: implementation bodies,
 //! conditions, relation annotations and the top-level blocks.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use weft_ir::plugin::PluginSignature;
 use weft_ir::value::Value;
@@ -282,8 +282,6 @@ impl<'a> Model<'a> {
         &self.namespaces[id.index()]
     }
 
-    /// The attribute `name` of `entity`: its own, or the first found in its parents, depth
-    /// first and left to right (the reference's lookup order).
     /// The attribute `name` of an entity: its own, or the first found in a depth-first walk of
     /// its parents, left to right. Each ancestor is looked at once ([`Self::ancestors`]), in
     /// the order of that walk: along every path, a name that no ancestor has would take time
@@ -304,7 +302,7 @@ impl<'a> Model<'a> {
     /// All ancestors of an entity (not including itself), without duplicates.
     pub fn ancestors(&self, entity: EntityId) -> Vec<EntityId> {
         let mut out = Vec::new();
-        let mut seen = std::collections::HashSet::new();
+        let mut seen = HashSet::new();
         let mut stack: Vec<EntityId> = self.entity(entity).parents.iter().rev().copied().collect();
         while let Some(e) = stack.pop() {
             if seen.insert(e) {
@@ -323,7 +321,7 @@ impl<'a> Model<'a> {
     /// All descendants of an entity, without duplicates.
     pub fn descendants(&self, entity: EntityId) -> Vec<EntityId> {
         let mut out = Vec::new();
-        let mut seen = std::collections::HashSet::new();
+        let mut seen = HashSet::new();
         let mut stack = self.entity(entity).children.clone();
         while let Some(e) = stack.pop() {
             if seen.insert(e) {
@@ -353,22 +351,25 @@ impl<'a> Model<'a> {
         if let Some(Some(known)) = memo.defaults.get(entity.index()) {
             return known.clone();
         }
+        // The merged defaults, and where each name is among them: an entity can have
+        // thousands of attributes, too many to find a name by a scan for each.
         let mut merged: Vec<(Symbol, Option<DefaultValue>)> = Vec::new();
-        let put = |merged: &mut Vec<(Symbol, Option<DefaultValue>)>, name: Symbol, value: Option<DefaultValue>| {
-            if let Some(slot) = merged.iter_mut().find(|(n, _)| *n == name) {
-                slot.1 = value;
-            } else {
+        let mut positions: HashMap<Symbol, usize> = HashMap::new();
+        let mut put = |name: Symbol, value: Option<DefaultValue>| match positions.get(&name) {
+            Some(&at) => merged[at].1 = value,
+            None => {
+                positions.insert(name, merged.len());
                 merged.push((name, value));
             }
         };
         let e = self.entity(entity);
         for &parent in e.parents.iter().rev() {
             for (name, value) in crate::with_stack(|| self.default_values_memoized(parent, memo)) {
-                put(&mut merged, name, Some(value));
+                put(name, Some(value));
             }
         }
         for (name, value) in &e.own_defaults {
-            put(&mut merged, *name, value.clone());
+            put(*name, value.clone());
         }
         let merged: Vec<(Symbol, DefaultValue)> = merged.into_iter().filter_map(|(n, v)| v.map(|v| (n, v))).collect();
         Ancestry::remember(&mut memo.defaults, entity, merged.clone());
@@ -462,9 +463,11 @@ impl<'a> Model<'a> {
         }
         let mut attributes: Vec<(Symbol, AttrId)> =
             self.entity(entity).attributes.iter().map(|&a| (self.attribute(a).name, a)).collect();
+        // The names listed so far, as a set: see `default_values_memoized`.
+        let mut listed: HashSet<Symbol> = attributes.iter().map(|&(name, _)| name).collect();
         for &p in &self.entity(entity).parents {
             for (name, attribute) in crate::with_stack(|| self.all_attributes_memoized(p, memo)) {
-                if !attributes.iter().any(|(n, _)| *n == name) {
+                if listed.insert(name) {
                     attributes.push((name, attribute));
                 }
             }
