@@ -451,6 +451,31 @@ fn entities_of_many_attributes_evaluate_as_those_of_few_do() {
     check_deepened("attributes/entity_of_many_attributes", &wide_entity_model(12), &wide_entity_model(100_000));
 }
 
+/// `count` entities, each with an index and an instance: at twelve the corpus case
+/// `indexes/many_entities_with_an_index_each`.
+fn many_entities_model(count: usize) -> String {
+    let mut lines = vec!["# Many entities, each with an index and an instance.".to_string()];
+    for i in 0..count {
+        lines.extend([
+            format!("entity E{i}:"),
+            "    string name".to_string(),
+            "end".to_string(),
+            format!("index E{i}(name)"),
+            format!("implement E{i} using std::none"),
+            format!("e{i} = E{i}(name=\"x{i}\")"),
+        ]);
+    }
+    lines.extend(["found = E7[name=\"x7\"]".to_string(), "std::print(found.name)".to_string()]);
+    lines.join("\n") + "\n"
+}
+
+/// A model of 40,000 entities evaluates as the twelve-entity corpus case does, so that no
+/// work per entity grows with the number of entities.
+#[test]
+fn models_of_many_entities_evaluate_as_those_of_few_do() {
+    check_deepened("indexes/many_entities_with_an_index_each", &many_entities_model(12), &many_entities_model(40_000));
+}
+
 /// Checks that the corpus case `case` is the model `shallow`, then that the model `deep`
 /// evaluates within a deadline to the same status, prints and error kind as the case.
 fn check_deepened(case: &str, shallow: &str, deep: &str) {

@@ -18,20 +18,12 @@ pub(crate) const MAX_REPEATED_IMPLEMENTS: usize = 4096;
 
 /// What the walks over an entity's ancestors found, by entity, kept between walks: see
 /// [`Model::default_values_in`] and [`Model::all_attributes_in`]. Valid for one state of the
-/// model: a walk after the entities changed needs a new one.
+/// model: a walk after the entities changed needs a new one. Maps rather than tables by
+/// entity, since most are made for one question about one entity of a large model.
 #[derive(Default)]
 pub struct Ancestry {
-    defaults: Vec<Option<Vec<(Symbol, DefaultValue)>>>,
-    attributes: Vec<Option<Vec<(Symbol, AttrId)>>>,
-}
-
-impl Ancestry {
-    fn remember<T>(table: &mut Vec<Option<T>>, entity: EntityId, value: T) {
-        if table.len() <= entity.index() {
-            table.resize_with(entity.index() + 1, || None);
-        }
-        table[entity.index()] = Some(value);
-    }
+    defaults: HashMap<EntityId, Vec<(Symbol, DefaultValue)>>,
+    attributes: HashMap<EntityId, Vec<(Symbol, AttrId)>>,
 }
 
 macro_rules! id_type {
@@ -348,7 +340,7 @@ impl<'a> Model<'a> {
     }
 
     fn default_values_memoized(&self, entity: EntityId, memo: &mut Ancestry) -> Vec<(Symbol, DefaultValue)> {
-        if let Some(Some(known)) = memo.defaults.get(entity.index()) {
+        if let Some(known) = memo.defaults.get(&entity) {
             return known.clone();
         }
         // The merged defaults, and where each name is among them: an entity can have
@@ -372,7 +364,7 @@ impl<'a> Model<'a> {
             put(*name, value.clone());
         }
         let merged: Vec<(Symbol, DefaultValue)> = merged.into_iter().filter_map(|(n, v)| v.map(|v| (n, v))).collect();
-        Ancestry::remember(&mut memo.defaults, entity, merged.clone());
+        memo.defaults.insert(entity, merged.clone());
         merged
     }
 
@@ -458,7 +450,7 @@ impl<'a> Model<'a> {
     }
 
     fn all_attributes_memoized(&self, entity: EntityId, memo: &mut Ancestry) -> Vec<(Symbol, AttrId)> {
-        if let Some(Some(known)) = memo.attributes.get(entity.index()) {
+        if let Some(known) = memo.attributes.get(&entity) {
             return known.clone();
         }
         let mut attributes: Vec<(Symbol, AttrId)> =
@@ -472,7 +464,7 @@ impl<'a> Model<'a> {
                 }
             }
         }
-        Ancestry::remember(&mut memo.attributes, entity, attributes.clone());
+        memo.attributes.insert(entity, attributes.clone());
         attributes
     }
 }
