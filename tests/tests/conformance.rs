@@ -9,6 +9,11 @@
 //! causes the reference recorded. A case may be listed, with its reason, in
 //! `tests/conformance/known-divergences.tsv`; a listed case that starts to pass fails the suite
 //! so the list stays true.
+//!
+//! Some corpus cases are the small instances of a model generator here (`diamond_model`,
+//! `chain_model`, ...): deep hierarchies, long chains, large literals. The same generators make
+//! instances far larger, which must evaluate to the same outcome within a deadline
+//! (`check_deepened`), so that no work grows faster than the model.
 
 use std::path::Path;
 
