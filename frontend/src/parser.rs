@@ -1509,7 +1509,20 @@ impl<'a, 'i> Parser<'a, 'i> {
                 let text = self.text(tok.span);
                 match text.parse::<i64>() {
                     Ok(v) => ExprKind::Int(v),
-                    Err(_) => ExprKind::BigInt(text),
+                    Err(_) => {
+                        // The reference parses the literal with `int()`, which CPython refuses
+                        // for more than 4,300 digits.
+                        if text.len() > weft_ir::value::MAX_INT_STR_DIGITS {
+                            let d = Diagnostic::error(
+                                ErrorKind::ValueError,
+                                codes::INT_TOO_LONG,
+                                weft_ir::value::int_from_text_limit_message(text.len()),
+                            )
+                            .at(self.loc(tok.span), "an int literal of more digits than the reference reads");
+                            self.report(d);
+                        }
+                        ExprKind::BigInt(text)
+                    }
                 }
             }
             TokenKind::Float => {

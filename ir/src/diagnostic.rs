@@ -125,6 +125,9 @@ error_kinds! {
     ZeroDivisionError: ZeroDivisionError,
     /// A float out of range (a raw Python error in the reference).
     OverflowError: OverflowError,
+    /// An int of more than 4,300 decimal digits converted to or from text (CPython's
+    /// `sys.int_max_str_digits`; a raw Python error in the reference).
+    ValueError: ValueError,
     /// A value formatted with a spec its type has none for, in an f-string (a raw Python error
     /// in the reference).
     TypeError: TypeError,
@@ -283,6 +286,7 @@ pub mod codes {
     pub const HYPHEN_IN_NAME: Code = Code("E0021");
     pub const INVALID_UTF8: Code = Code("E0022");
     pub const NESTED_TOO_DEEPLY: Code = Code("E0023");
+    pub const INT_TOO_LONG: Code = Code("E0024");
 
     // Projects and modules.
     pub const PROJECT_INVALID: Code = Code("E0101");

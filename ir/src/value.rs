@@ -712,6 +712,43 @@ fn push_decimal(out: &mut String, mut n: u64) {
     out.push_str(std::str::from_utf8(&digits[start..]).unwrap_or_default());
 }
 
+/// The most decimal digits CPython converts an int to or from text with
+/// (`sys.int_max_str_digits`, 4,300 by default): beyond it, `str()`, `repr()`, formatting and
+/// parsing raise `ValueError`, which the reference lets escape.
+pub const MAX_INT_STR_DIGITS: usize = 4300;
+
+/// CPython's message when an int is too long to become text.
+pub const INT_TO_TEXT_LIMIT_MESSAGE: &str = "Exceeds the limit (4300 digits) for integer string conversion; use sys.set_int_max_str_digits() to increase the limit";
+
+/// CPython's message when a text of `digits` digits is too long to become an int.
+pub fn int_from_text_limit_message(digits: usize) -> String {
+    format!(
+        "Exceeds the limit (4300 digits) for integer string conversion: value has {digits} digits; use sys.set_int_max_str_digits() to increase the limit"
+    )
+}
+
+/// Whether an int has more decimal digits than CPython converts to text.
+pub fn int_too_long_for_text(i: &BigInt) -> bool {
+    // 2^14280 < 10^4299 and 2^14288 > 10^4301: only between them are the digits counted.
+    match i.bits() {
+        0..=14280 => false,
+        14281..=14288 => i.magnitude().to_string().len() > MAX_INT_STR_DIGITS,
+        _ => true,
+    }
+}
+
+/// Whether a value holds, at any depth of its lists and dicts, an int that CPython would refuse
+/// to convert to text ([`int_too_long_for_text`]): what `str()` or `repr()` of the value
+/// raises `ValueError` for.
+pub fn holds_int_too_long_for_text(value: &Value) -> bool {
+    match value {
+        Value::BigInt(i) => int_too_long_for_text(i),
+        Value::List(items) => items.iter().any(holds_int_too_long_for_text),
+        Value::Dict(entries) => entries.iter().any(|(_, v)| holds_int_too_long_for_text(v)),
+        _ => false,
+    }
+}
+
 /// [`str_repr`], appended to `out`.
 pub fn write_str_repr(out: &mut String, s: &str) {
     // Most strings are printable ASCII without a quote or backslash: copied as they are.

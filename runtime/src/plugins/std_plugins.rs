@@ -421,6 +421,11 @@ fn list(items: Vec<Value>) -> Value {
 // General helpers.
 
 fn print(ctx: &mut Ctx) -> NativeResult {
+    // `print` takes `str()` of its argument, which CPython refuses for an int of too many
+    // digits.
+    if weft_ir::value::holds_int_too_long_for_text(ctx.arg("message")) {
+        return Err(value_error(weft_ir::value::INT_TO_TEXT_LIMIT_MESSAGE));
+    }
     let text = pyfmt::plugin_str(ctx.arg("message"), ctx.host);
     ctx.host.print(&text);
     Ok(Value::NULL)

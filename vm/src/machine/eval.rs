@@ -158,6 +158,12 @@ impl Machine {
                 }
                 if unknown {
                     Value::Unknown
+                } else if part_values.iter().any(weft_ir::value::holds_int_too_long_for_text) {
+                    // Each part becomes `str()` of its value, which CPython refuses for an int
+                    // of too many digits.
+                    return Err(
+                        EvalError::new(ErrorKind::ValueError, weft_ir::value::INT_TO_TEXT_LIMIT_MESSAGE).at(location())
+                    );
                 } else {
                     // Keyed by the instruction, whose template and parts the plan is made of.
                     if !self.interpolations.contains_key(&expr.0) {

@@ -103,6 +103,14 @@ fn field_value(
         Some(s) => format(s, kwargs, render)?,
         None => String::new(),
     };
+    // A conversion, or a spec without a type or of a decimal one, writes the value in decimal,
+    // which CPython refuses for an int of too many digits (`x` and `b` do not). Its
+    // `ValueError` becomes an invalid f-string, as a bad spec's does.
+    let decimal = conversion.is_some()
+        || matches!(spec.chars().last().filter(|c| c.is_ascii_alphabetic() || *c == '%'), None | Some('d' | 'n'));
+    if decimal && weft_ir::value::holds_int_too_long_for_text(&value) {
+        return Err(rt(format!("Invalid f-string: {}", weft_ir::value::INT_TO_TEXT_LIMIT_MESSAGE)));
+    }
     let text_value = match conversion {
         Some("r") => Value::str(&value.repr_with_null("null")),
         Some("s") => Value::str(&render(&value)),
