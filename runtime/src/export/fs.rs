@@ -235,11 +235,21 @@ pub(crate) fn dir_before_file(exporter: &mut Exporter<'_>) -> Result<(), weft_ir
     let mut edges: Vec<(usize, usize)> = Vec::new();
     for host in hosts {
         let Some(dirs) = dirs_per_host.get(&host) else { continue };
+        // The directories by prefix (their path and a `/`), as positions in `dirs`. A path
+        // starts with a prefix exactly when the prefix is the path up to one of its `/`s, so
+        // each path looks up its own prefixes instead of being compared with every directory
+        // of its host (files times directories, as the reference's module does).
+        let mut by_prefix: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (position, (prefix, _)) in dirs.iter().enumerate() {
+            by_prefix.entry(prefix.as_str()).or_default().push(position);
+        }
         for (path, file) in &per_host[&host] {
-            for (prefix, dir) in dirs {
-                if !path.starts_with(prefix.as_str()) {
-                    continue;
-                }
+            // The directories containing the path, in the order of `dirs`, which decides the
+            // error reported first.
+            let mut containing: Vec<usize> =
+                path.match_indices('/').filter_map(|(at, _)| by_prefix.get(&path[..=at])).flatten().copied().collect();
+            containing.sort_unstable();
+            for (_, dir) in containing.into_iter().map(|position| &dirs[position]) {
                 if purged(*dir) {
                     if purged(*file) {
                         edges.push((*dir, *file));
