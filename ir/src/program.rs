@@ -667,22 +667,25 @@ impl Program {
 
     /// [`Self::is_ancestor`] with each ancestor visited once.
     fn is_ancestor_visiting_once(&self, entity: EntityId, other: EntityId) -> bool {
+        self.lineage(entity).contains(&other)
+    }
+
+    /// An entity and its ancestors in the order of a depth-first walk of the parents, left to
+    /// right, each at its first visit: the walk along every path would take time exponential
+    /// in the depth of a hierarchy of diamonds.
+    pub fn lineage(&self, entity: EntityId) -> Vec<EntityId> {
         let mut visited = vec![false; self.entities.len()];
+        let mut lineage = Vec::new();
         let mut pending = vec![entity];
         while let Some(next) = pending.pop() {
-            for &parent in &self.entity(next).parents {
-                if parent == other {
-                    return true;
-                }
-                if let Some(seen) = visited.get_mut(parent.index())
-                    && !*seen
-                {
-                    *seen = true;
-                    pending.push(parent);
-                }
+            let Some(seen) = visited.get_mut(next.index()) else { continue };
+            if std::mem::replace(seen, true) {
+                continue;
             }
+            lineage.push(next);
+            pending.extend(self.entity(next).parents.iter().rev());
         }
-        false
+        lineage
     }
 
     /// The wait kind of an instruction when it is read by a plain (non-gradual) consumer.

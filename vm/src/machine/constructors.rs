@@ -221,40 +221,23 @@ impl Machine {
     /// Adds a new instance to the indexes of its entity and of every ancestor, in the order of
     /// a depth-first walk of the parents, left to right (`Machine::index_lineage`).
     pub(super) fn add_instance(&mut self, entity: EntityId, inst: InstanceId) -> R<()> {
-        if self.index_lineages[entity.index()].is_none() {
-            self.index_lineages[entity.index()] = Some(self.index_lineage(entity));
-        }
-        let count = self.index_lineages[entity.index()].as_ref().map_or(0, |l| l.len());
-        for n in 0..count {
-            let indexed = self.index_lineages[entity.index()].as_ref().expect("made above")[n];
-            self.add_to_index(indexed, inst)?;
-        }
-        Ok(())
+        let lineage = match self.index_lineages[entity.index()].take() {
+            Some(lineage) => lineage,
+            None => self.index_lineage(entity),
+        };
+        let added = lineage.iter().try_for_each(|&indexed| self.add_to_index(indexed, inst));
+        self.index_lineages[entity.index()] = Some(lineage);
+        added
     }
 
-    /// The entities whose indexes an instance of `entity` joins, in the order of a depth-first
-    /// walk of the parents from `entity`, left to right, each ancestor at its first visit, and
-    /// only those with an index. Adding an instance to the indexes of an entity a second time
-    /// (through another path of a diamond) finds the instance itself and changes nothing, so
-    /// visiting each once does what the walk along every path did, without its time
-    /// exponential in the depth of a hierarchy of diamonds.
+    /// The entities whose indexes an instance of `entity` joins: those of its lineage
+    /// (`Program::lineage`) with an index. Adding an instance to the indexes of an entity a
+    /// second time (through another path of a diamond) finds the instance itself and changes
+    /// nothing, so visiting each once does what the walk along every path did, without its
+    /// time exponential in the depth of a hierarchy of diamonds.
     fn index_lineage(&self, entity: EntityId) -> Box<[EntityId]> {
         let p = self.prog();
-        let mut visited = vec![false; p.entities.len()];
-        let mut lineage = Vec::new();
-        let mut pending = vec![entity];
-        while let Some(next) = pending.pop() {
-            let Some(seen) = visited.get_mut(next.index()) else { continue };
-            if std::mem::replace(seen, true) {
-                continue;
-            }
-            let e = p.entity(next);
-            if !e.indexes.is_empty() {
-                lineage.push(next);
-            }
-            pending.extend(e.parents.iter().rev());
-        }
-        lineage.into_boxed_slice()
+        p.lineage(entity).into_iter().filter(|&e| !p.entity(e).indexes.is_empty()).collect()
     }
 
     /// The reference's index key: `name=repr(value)` for each attribute, sorted by name and
