@@ -281,14 +281,7 @@ impl<'a> Model<'a> {
     pub fn find_attribute(&self, entity: EntityId, name: Symbol) -> Option<AttrId> {
         let own =
             |entity: EntityId| self.entity(entity).attributes.iter().copied().find(|&a| self.attribute(a).name == name);
-        own(entity).or_else(|| {
-            let parents = &self.entity(entity).parents;
-            // The usual case, a parent that declares the attribute, without walking further.
-            parents
-                .first()
-                .and_then(|&first| own(first))
-                .or_else(|| if parents.is_empty() { None } else { self.ancestors(entity).into_iter().find_map(own) })
-        })
+        own(entity).or_else(|| self.ancestors(entity).into_iter().find_map(own))
     }
 
     /// All ancestors of an entity (not including itself), without duplicates.
@@ -380,15 +373,11 @@ impl<'a> Model<'a> {
     /// only: the entities are walked once each.
     pub fn implements_of(&self, entity: EntityId) -> Vec<ImplementId> {
         crate::with_stack(|| {
-            if self.implements_count(entity, &mut HashMap::new()) <= MAX_REPEATED_IMPLEMENTS {
-                let mut out = Vec::new();
-                self.implements_along_every_path(entity, &mut out);
-                out
-            } else {
-                let mut out = Vec::new();
-                self.implements_once(entity, &mut vec![false; self.entities.len()], &mut out);
-                out
-            }
+            let mut visited = (self.implements_count(entity, &mut HashMap::new()) > MAX_REPEATED_IMPLEMENTS)
+                .then(|| vec![false; self.entities.len()]);
+            let mut out = Vec::new();
+            self.collect_implements(entity, &mut visited, &mut out);
+            out
         })
     }
 
@@ -409,28 +398,21 @@ impl<'a> Model<'a> {
         count
     }
 
-    fn implements_along_every_path(&self, entity: EntityId, out: &mut Vec<ImplementId>) {
-        let e = self.entity(entity);
-        out.extend_from_slice(&e.implements);
-        if e.implements_inherit {
-            for &parent in &e.parents {
-                crate::with_stack(|| self.implements_along_every_path(parent, out));
-            }
-        }
-    }
-
-    /// [`Self::implements_along_every_path`] with each entity at its first visit only: the
-    /// list with its repetitions removed, since an `implement` belongs to one entity and an
-    /// entity's part of the list is the same wherever it is reached.
-    fn implements_once(&self, entity: EntityId, visited: &mut Vec<bool>, out: &mut Vec<ImplementId>) {
-        if std::mem::replace(&mut visited[entity.index()], true) {
+    /// Appends the `implement`s of [`Self::implements_of`] to `out`: along every path without
+    /// `visited`, or with each entity at its first visit only, which is the list without its
+    /// repetitions (an `implement` belongs to one entity, and an entity's part of the list is
+    /// the same wherever it is reached).
+    fn collect_implements(&self, entity: EntityId, visited: &mut Option<Vec<bool>>, out: &mut Vec<ImplementId>) {
+        if let Some(visited) = visited.as_mut()
+            && std::mem::replace(&mut visited[entity.index()], true)
+        {
             return;
         }
         let e = self.entity(entity);
         out.extend_from_slice(&e.implements);
         if e.implements_inherit {
             for &parent in &e.parents {
-                crate::with_stack(|| self.implements_once(parent, visited, out));
+                crate::with_stack(|| self.collect_implements(parent, visited, out));
             }
         }
     }
