@@ -73,7 +73,7 @@ impl PositionalShape {
 }
 
 /// [`check_args`] for a call that [`PositionalShape::fits`]: validates each argument in order,
-/// then binds as [`bind_with`] does (parameters in signature order, defaults for the rest).
+/// then binds them.
 fn bind_positional(
     params: &[PluginParam],
     prepared: &Prepared,
@@ -87,20 +87,14 @@ fn bind_positional(
         let param = usize::from(param);
         has_unknown |= take_argument(qualified, &params[param], &prepared.param_types[param], value, host)?;
     }
-    let mut bound = Bound { has_unknown, ..Bound::default() };
-    bound.values.reserve_exact(params.len());
-    let mut args = args.into_iter();
-    for (i, param) in params.iter().enumerate() {
-        let given = match param.kind {
-            ParamKind::PositionalOrKeyword | ParamKind::PositionalOnly => args.next(),
-            ParamKind::KeywordOnly => None,
-            ParamKind::VarPositional | ParamKind::VarKeyword => continue,
-        };
-        if let Some(value) = given.or_else(|| prepared.defaults[i].clone()) {
-            bound.values.push((prepared.param_names[i].clone(), value));
-        }
-    }
+    let mut bound = bind_prepared(params, prepared, args, Vec::new());
+    bound.has_unknown = has_unknown;
     Ok(bound)
+}
+
+/// [`bind_with`] the names and parsed defaults of a prepared plugin.
+fn bind_prepared(params: &[PluginParam], prepared: &Prepared, args: Vec<Value>, kwargs: Vec<(String, Value)>) -> Bound {
+    bind_with(params, |i| prepared.param_names[i].clone(), |i| prepared.defaults[i].clone(), args, kwargs)
 }
 
 /// `check_args`: counts, missing arguments, unknown and repeated keywords, and the validation
@@ -174,8 +168,7 @@ pub(crate) fn check_args_in_general(
         has_unknown |= take_argument(qualified, &params[param], &prepared.param_types[param], value, host)?;
     }
 
-    let mut bound =
-        bind_with(params, |i| prepared.param_names[i].clone(), |i| prepared.defaults[i].clone(), args, kwargs);
+    let mut bound = bind_prepared(params, prepared, args, kwargs);
     bound.has_unknown = has_unknown;
     Ok(bound)
 }
@@ -275,6 +268,23 @@ fn bind_with(
 ) -> Bound {
     let mut bound = Bound::default();
     let mut args = args.into_iter();
+    if kwargs.is_empty() {
+        // Most calls pass positional arguments only: each named parameter takes the next one,
+        // or its default, in one pass.
+        bound.values.reserve_exact(params.len());
+        for (i, param) in params.iter().enumerate() {
+            let given = match param.kind {
+                ParamKind::PositionalOrKeyword | ParamKind::PositionalOnly => args.next(),
+                ParamKind::KeywordOnly => None,
+                ParamKind::VarPositional | ParamKind::VarKeyword => continue,
+            };
+            if let Some(value) = given.or_else(|| default(i)) {
+                bound.values.push((name(i), value));
+            }
+        }
+        bound.varargs = args.collect();
+        return bound;
+    }
     // Each named parameter, with the value given for it.
     let mut slots: SmallVec<[(usize, Option<Value>); 8]> = SmallVec::new();
     for (i, param) in params.iter().enumerate() {
