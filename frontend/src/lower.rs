@@ -580,7 +580,7 @@ impl<'p, 'a> Lowerer<'p, 'a> {
                 if lowered.iter().all(|(_, v)| self.is_const(*v)) {
                     let pairs: Vec<(Arc<str>, Value)> =
                         lowered.iter().map(|(k, v)| (k.clone(), self.const_value(*v))).collect();
-                    ExprKind::Const(Value::Dict(Arc::from(pairs)))
+                    ExprKind::Const(Value::Dict(pairs.into()))
                 } else {
                     ExprKind::Dict(lowered)
                 }

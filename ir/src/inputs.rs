@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::program::{Callee, ExprKind, Program};
 use crate::span::Location;
-use crate::value::{Value, float_repr};
+use crate::value::{Dict, Value, float_repr};
 
 /// Everything a model may read from its host. Each list is sorted by name, then by location.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -569,7 +569,7 @@ impl Json<'_> {
                 let mut entries: Vec<(Arc<str>, Value)> = Vec::new();
                 self.skip_ws();
                 if self.eat("}") {
-                    return Ok(Value::Dict(Arc::from(entries)));
+                    return Ok(Value::Dict(Dict::new(entries)));
                 }
                 loop {
                     self.skip_ws();
@@ -583,13 +583,12 @@ impl Json<'_> {
                     }
                     self.skip_ws();
                     let value = self.value(depth + 1)?;
-                    match entries.iter_mut().find(|(k, _)| *k == key) {
-                        Some(entry) => entry.1 = value,
-                        None => entries.push((key, value)),
-                    }
+                    // A repeated key keeps its first place and takes the later value, as
+                    // Python's `json` does; `Dict::new` sees to that.
+                    entries.push((key, value));
                     self.skip_ws();
                     if self.eat("}") {
-                        return Ok(Value::Dict(Arc::from(entries)));
+                        return Ok(Value::Dict(Dict::new(entries)));
                     }
                     if !self.eat(",") {
                         return Err(self.error("expected `,` or `}`"));
@@ -728,7 +727,7 @@ mod tests {
     }
 
     fn dict(entries: Vec<(&str, Value)>) -> Value {
-        Value::Dict(Arc::from(entries.into_iter().map(|(k, v)| (Arc::from(k), v)).collect::<Vec<_>>()))
+        Value::Dict(entries.into_iter().map(|(k, v)| (Arc::from(k), v)).collect())
     }
 
     /// (default, text, expected value written as in the model, or the expected error). Not

@@ -15,6 +15,10 @@ use num_bigint::BigInt;
 use num_traits::{One, Signed, ToPrimitive, Zero};
 use serde::{Deserialize, Serialize};
 
+mod dict;
+
+pub use dict::{Dict, DictData, Entry};
+
 /// A plain data value.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Value {
@@ -44,7 +48,7 @@ pub enum Value {
             serialize_with = "crate::artifact::codec::sharing::serialize_dict",
             deserialize_with = "crate::artifact::codec::sharing::deserialize_dict"
         )]
-        Arc<[(Arc<str>, Value)]>,
+        Dict,
     ),
     /// An entity instance, by its index in the evaluator's instance table. Instances compare
     /// by identity.
@@ -208,8 +212,8 @@ impl Value {
             (Instance(a), Instance(b)) => a == b,
             (Reference(a), Reference(b)) => a.class == b.class && a.args == b.args,
             (List(a), List(b)) => a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| x.py_eq(y)),
-            (Dict(a), Dict(b)) => {
-                a.len() == b.len() && a.iter().all(|(k, v)| b.iter().any(|(k2, v2)| k == k2 && v.py_eq(v2)))
+            (Value::Dict(a), Value::Dict(b)) => {
+                a.len() == b.len() && a.iter().all(|(k, v)| b.get(k).is_some_and(|w| v.py_eq(w)))
             }
             _ if self.is_number() && other.is_number() => numeric_cmp(self, other) == Some(Ordering::Equal),
             _ => false,
@@ -230,7 +234,7 @@ impl Value {
     pub fn py_contains(container: &Value, item: &Value) -> Result<bool, ValueError> {
         match container {
             Value::Dict(d) => Ok(match item {
-                Value::Str(k) => d.iter().any(|(key, _)| key == k),
+                Value::Str(k) => d.contains_key(k),
                 _ => false,
             }),
             Value::List(l) => Ok(l.iter().any(|x| x.py_eq(item))),

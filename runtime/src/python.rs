@@ -310,9 +310,7 @@ fn from_json(v: &Json) -> Value {
         },
         Json::String(s) => Value::str(s),
         Json::Array(items) => Value::List(Arc::from(items.iter().map(from_json).collect::<Vec<_>>())),
-        Json::Object(map) => {
-            Value::Dict(Arc::from(map.iter().map(|(k, v)| (Arc::from(k.as_str()), from_json(v))).collect::<Vec<_>>()))
-        }
+        Json::Object(map) => Value::Dict(map.iter().map(|(k, v)| (Arc::from(k.as_str()), from_json(v))).collect()),
     }
 }
 

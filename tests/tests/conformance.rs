@@ -386,6 +386,61 @@ fn large_dict_literals_evaluate_as_small_ones_do() {
     check_deepened("lists_dicts/dict_literal_of_many_keys", &dict_literal_model(12), &dict_literal_model(100_000));
 }
 
+/// Lookups of every key of a dict of `count` keys, membership tests, and comparisons with a
+/// dict of the same entries in reverse order and with one that differs in its last value: at
+/// twelve the corpus case `lists_dicts/lookups_and_comparisons_of_a_large_dict`.
+fn dict_lookup_model(count: usize) -> String {
+    let entries = |order: &mut dyn Iterator<Item = usize>, last: Option<i64>| {
+        order
+            .map(|i| match last {
+                Some(value) if i == count - 1 => format!("\"k{i}\": {value}"),
+                _ => format!("\"k{i}\": {i}"),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let keys: Vec<String> = (0..count).map(|i| format!("\"k{i}\"")).collect();
+    [
+        "# Lookups of every key of a dict, and comparisons with dicts of the same keys.".to_string(),
+        "entity Item:".to_string(),
+        "    int v".to_string(),
+        "end".to_string(),
+        "index Item(v)".to_string(),
+        "implement Item using std::none".to_string(),
+        format!("d = {{{}}}", entries(&mut (0..count), None)),
+        format!("e = {{{}}}", entries(&mut (0..count).rev(), None)),
+        format!("f = {{{}}}", entries(&mut (0..count), Some(-1))),
+        format!("keys = [{}]", keys.join(", ")),
+        "for k in keys:".to_string(),
+        "    Item(v=d[k])".to_string(),
+        "    std::assert(k in d)".to_string(),
+        "end".to_string(),
+        "std::print(d == e)".to_string(),
+        "std::print(d == f)".to_string(),
+        "std::print(e == d)".to_string(),
+        "std::print(\"k7\" in d)".to_string(),
+        "std::print(\"absent\" in d)".to_string(),
+        "std::print(d[\"k7\"] + e[\"k5\"])".to_string(),
+        "seven = Item[v=7]".to_string(),
+        "std::print(seven.v)".to_string(),
+    ]
+    .join("\n")
+        + "\n"
+}
+
+/// Looking up each of 100,000 keys, and comparing dicts of 100,000 entries, evaluate as the
+/// twelve-key corpus case does. A dict was a list of pairs that every lookup scanned: one
+/// comparison of two dicts of 100,000 keys took ten seconds (Python hashes the keys, and so
+/// does a large `Dict` now).
+#[test]
+fn lookups_in_large_dicts_evaluate_as_in_small_ones() {
+    check_deepened(
+        "lists_dicts/lookups_and_comparisons_of_a_large_dict",
+        &dict_lookup_model(12),
+        &dict_lookup_model(100_000),
+    );
+}
+
 /// One `implement` of `count` implementations for a hundred instances: at twelve the corpus
 /// case `implementations/many_implementations_of_one_entity`.
 fn implementations_model(count: usize) -> String {

@@ -89,7 +89,7 @@ impl<'p, 'a> Checker<'p, 'a> {
                 for entry in *entries {
                     out.push((Arc::from(entry.key), self.constant_value(entry.value, file)?));
                 }
-                Value::Dict(Arc::from(out))
+                Value::Dict(out.into())
             }
             _ => return Err(format!("{} is not a constant", self.pretty(expr))),
         })
@@ -212,7 +212,7 @@ impl<'p, 'a> Checker<'p, 'a> {
                 for entry in *entries {
                     out.push((Arc::from(entry.key), eval(self, entry.value)?));
                 }
-                Value::Dict(Arc::from(out))
+                Value::Dict(out.into())
             }
             ExprKind::Not(inner) => match eval(self, inner)? {
                 Value::Bool(b) => Value::Bool(!b),

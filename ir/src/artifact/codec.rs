@@ -358,9 +358,7 @@ pub(crate) mod sharing {
     use serde::de::Error as _;
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-    use crate::value::Value;
-
-    type Dict = Arc<[(Arc<str>, Value)]>;
+    use crate::value::{Dict, DictData, Entry};
 
     /// What one encode or decode has seen.
     #[derive(Default)]
@@ -370,7 +368,7 @@ pub(crate) mod sharing {
         written_dicts: HashMap<usize, u32>,
         /// Decoding: the strings and dicts read, by number.
         read_strs: Vec<Arc<str>>,
-        read_dicts: Vec<Dict>,
+        read_dicts: Vec<Arc<DictData>>,
     }
 
     thread_local! {
@@ -427,21 +425,20 @@ pub(crate) mod sharing {
     }
 
     /// Reads a shared part written by [`serialize_shared`]: `Owned` is how its contents
-    /// decode, `read` the parts read so far, `what` names the kind in errors.
+    /// decode and `make` what shares them, `read` the parts read so far, `what` names the
+    /// kind in errors.
     fn deserialize_shared<'de, T: ?Sized, Owned: Deserialize<'de>, D: Deserializer<'de>>(
         read: fn(&mut Session) -> &mut Vec<Arc<T>>,
+        make: fn(Owned) -> Arc<T>,
         what: &str,
         deserializer: D,
-    ) -> Result<Arc<T>, D::Error>
-    where
-        Arc<T>: From<Owned>,
-    {
+    ) -> Result<Arc<T>, D::Error> {
         if deserializer.is_human_readable() {
-            return Ok(Arc::from(Owned::deserialize(deserializer)?));
+            return Ok(make(Owned::deserialize(deserializer)?));
         }
         match Shared::<Owned>::deserialize(deserializer)? {
             Shared::New(contents) => {
-                let arc: Arc<T> = Arc::from(contents);
+                let arc: Arc<T> = make(contents);
                 with_session(|session| read(session).push(arc.clone()));
                 Ok(arc)
             }
@@ -456,19 +453,21 @@ pub(crate) mod sharing {
     }
 
     pub(crate) fn deserialize_str<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Arc<str>, D::Error> {
-        deserialize_shared::<str, String, D>(|session| &mut session.read_strs, "string", deserializer)
+        deserialize_shared::<str, String, D>(|session| &mut session.read_strs, Arc::from, "string", deserializer)
     }
 
     pub(crate) fn serialize_dict<S: Serializer>(dict: &Dict, serializer: S) -> Result<S::Ok, S::Error> {
-        serialize_shared(dict, |session| &mut session.written_dicts, serializer)
+        serialize_shared(dict.shared(), |session| &mut session.written_dicts, serializer)
     }
 
     pub(crate) fn deserialize_dict<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Dict, D::Error> {
-        deserialize_shared::<[(Arc<str>, Value)], Vec<(Arc<str>, Value)>, D>(
+        deserialize_shared::<DictData, Vec<Entry>, D>(
             |session| &mut session.read_dicts,
+            |entries| Dict::new(entries).into_shared(),
             "dict",
             deserializer,
         )
+        .map(Dict::from_shared)
     }
 }
 
@@ -531,7 +530,7 @@ mod tests {
             Value::Null(crate::value::NullId::literal(2, 17)),
             Value::Int(-3),
             Value::BigInt(Arc::new(num_bigint::BigInt::from(u64::MAX) * 1000)),
-            Value::Dict(Arc::from(vec![(Arc::from("k"), Value::str("v"))])),
+            Value::Dict(crate::value::Dict::from(vec![(Arc::from("k"), Value::str("v"))])),
         ]));
         let decoded: Value = decode(&encode(&value)).unwrap();
         assert_eq!(format!("{decoded:?}"), format!("{value:?}"));
@@ -650,17 +649,17 @@ mod tests {
     /// which Python object it is.
     #[test]
     fn shared_values_stay_shared() {
-        use crate::value::Value;
+        use crate::value::{Dict, Value};
         use std::sync::Arc;
         let shared_str: Arc<str> = Arc::from("a default");
-        let shared_dict: Arc<[(Arc<str>, Value)]> =
-            Arc::from(vec![(Arc::from("k"), Value::Dict(Arc::from(vec![(Arc::from("j"), Value::Int(1))])))]);
+        let shared_dict =
+            Dict::from(vec![(Arc::from("k"), Value::Dict(Dict::from(vec![(Arc::from("j"), Value::Int(1))])))]);
         let values = vec![
             Value::Str(shared_str.clone()),
             Value::Str(Arc::from("a default")),
             Value::List(Arc::from(vec![Value::Str(shared_str.clone()), Value::Dict(shared_dict.clone())])),
             Value::Dict(shared_dict.clone()),
-            Value::Dict(Arc::from(shared_dict.to_vec())),
+            Value::Dict(Dict::from(shared_dict.to_vec())),
         ];
         let decoded: Vec<Value> = decode(&encode(&values)).unwrap();
         let (Value::Str(a), Value::Str(b), Value::List(list), Value::Dict(d), Value::Dict(e)) =
@@ -670,7 +669,7 @@ mod tests {
         };
         let (Value::Str(c), Value::Dict(f)) = (&list[0], &list[1]) else { panic!("{list:?}") };
         assert!(Arc::ptr_eq(a, c) && !Arc::ptr_eq(a, b) && &**a == "a default" && **b == **a);
-        assert!(Arc::ptr_eq(d, f) && !Arc::ptr_eq(d, e));
+        assert!(Dict::ptr_eq(d, f) && !Dict::ptr_eq(d, e));
         assert_eq!(format!("{decoded:?}"), format!("{values:?}"));
     }
 

@@ -377,10 +377,8 @@ impl LiteralParser<'_> {
                         return None;
                     }
                     let value = self.value()?;
-                    match entries.iter_mut().find(|(k, _)| *k == key) {
-                        Some(entry) => entry.1 = value,
-                        None => entries.push((key, value)),
-                    }
+                    // `Dict::new` keeps a repeated key's first place and its later value.
+                    entries.push((key, value));
                     if !self.eat(b',') {
                         if !self.eat(b'}') {
                             return None;
@@ -388,7 +386,7 @@ impl LiteralParser<'_> {
                         break;
                     }
                 }
-                Some(Value::Dict(Arc::from(entries)))
+                Some(Value::Dict(entries.into()))
             }
             b'"' | b'\'' => self.string(),
             b'r' | b'R' | b'u' | b'U' if matches!(self.s.get(self.i + 1), Some(b'"' | b'\'')) => {

@@ -256,8 +256,8 @@ fn getitem(value: &Value, key: &str) -> Result<Value, Flow> {
             None => return Err(Flow::Error(PluginError::external("IndexError", "string index out of range"))),
         },
         (Value::Str(_), None) => return Err(type_error("string indices must be integers, not 'str'")),
-        (Value::Dict(entries), _) => match entries.iter().find(|(k, _)| index.is_none() && **k == *key) {
-            Some((_, v)) => v.clone(),
+        (Value::Dict(entries), _) => match entries.get(key).filter(|_| index.is_none()) {
+            Some(v) => v.clone(),
             None => {
                 let shown = if index.is_some() { key.to_string() } else { str_repr(key) };
                 return Err(Flow::Error(PluginError::external("KeyError", shown)));

@@ -226,7 +226,7 @@ impl Parser<'_> {
         if self.peek() == Some(b'}') {
             self.pos += 1;
             self.depth -= 1;
-            return Ok(Value::Dict(Arc::from(entries)));
+            return Ok(Value::Dict(entries.into()));
         }
         loop {
             self.ws();
@@ -243,10 +243,9 @@ impl Parser<'_> {
             self.pos += 1;
             self.ws();
             let value = self.value()?;
-            match entries.iter_mut().find(|(k, _)| *k == key) {
-                Some(entry) => entry.1 = value,
-                None => entries.push((key, value)),
-            }
+            // A repeated key keeps its first place and takes the later value, as Python's
+            // `json` does; `Dict::new` sees to that.
+            entries.push((key, value));
             self.ws();
             match self.peek() {
                 Some(b',') => {
@@ -259,7 +258,7 @@ impl Parser<'_> {
                 Some(b'}') => {
                     self.pos += 1;
                     self.depth -= 1;
-                    return Ok(Value::Dict(Arc::from(entries)));
+                    return Ok(Value::Dict(entries.into()));
                 }
                 _ => return Err(self.error("Expecting ',' delimiter", self.pos)),
             }

@@ -520,14 +520,14 @@ fn subscript(obj: &Value, index: &Value) -> Result<Value, Flow> {
         }
         Value::Dict(entries) => {
             let found = match index {
-                Value::Str(k) => entries.iter().find(|(key, _)| key == k),
+                Value::Str(k) => entries.get(k),
                 // `DictProxy.__getitem__` raises a `RuntimeException` about the proxy, whose
                 // constructor asks the proxy for its location: the proxy looks that up as an
                 // attribute of the dict.
                 _ => return Err(no_get_attribute("dict")),
             };
             match found {
-                Some((_, v)) => element(v),
+                Some(v) => element(v),
                 None => Err(Flow::Error(PluginError::external("KeyError", pyfmt::dsl_str_plain(&key_repr(index))))),
             }
         }
@@ -867,8 +867,8 @@ fn contains(ctx: &mut Ctx) -> NativeResult {
     match (ctx.arg("dct"), ctx.arg("key")) {
         // `key in dct` on the proxy reads the value (`Mapping.__contains__` is `self[key]`),
         // so an Unknown value makes the result Unknown.
-        (Value::Dict(entries), Value::Str(k)) => match entries.iter().find(|(key, _)| key == k) {
-            Some((_, Value::Unknown)) => Err(Flow::Unknown),
+        (Value::Dict(entries), Value::Str(k)) => match entries.get(k) {
+            Some(Value::Unknown) => Err(Flow::Unknown),
             found => Ok(Value::Bool(found.is_some())),
         },
         (Value::Dict(_), _) => Ok(Value::Bool(false)),

@@ -445,7 +445,7 @@ fn from_jinja(value: &MjValue) -> Result<Value, Flow> {
                 };
                 entries.push((key, from_jinja(&item)?));
             }
-            Value::Dict(Arc::from(entries))
+            Value::Dict(entries.into())
         }
         _ => return Err(type_error()),
     })
@@ -695,7 +695,7 @@ impl Object for DslValue {
             }
             Value::Dict(entries) => {
                 let k = key.as_str()?;
-                (entries.iter().find(|(name, _)| &**name == k)?.1.clone(), format!("[{}]", str_repr(k)))
+                (entries.get(k)?.clone(), format!("[{}]", str_repr(k)))
             }
             _ => return None,
         };

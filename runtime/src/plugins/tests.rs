@@ -302,7 +302,7 @@ fn l(items: Vec<Value>) -> Value {
 }
 
 fn d(entries: Vec<(&str, Value)>) -> Value {
-    Value::Dict(Arc::from(entries.into_iter().map(|(k, v)| (Arc::from(k), v)).collect::<Vec<_>>()))
+    Value::Dict(entries.into_iter().map(|(k, v)| (Arc::from(k), v)).collect())
 }
 
 fn env_ref(name: &str) -> Value {
@@ -1739,7 +1739,7 @@ impl PluginHost for SealedHost {
 /// plugin newly marked pure needs its cases here.
 #[test]
 fn pure_plugins_read_nothing_but_their_arguments() {
-    let regex = Value::Dict(Arc::from([(Arc::from("regex"), Value::str("^[a-z]*$"))]));
+    let regex = Value::Dict(vec![(Arc::from("regex"), Value::str("^[a-z]*$"))].into());
     let cases: Vec<(&str, Vec<Value>)> = vec![
         ("validate_type", vec![Value::str("ipaddress.IPv4Address"), Value::str("10.0.0.1")]),
         ("validate_type", vec![Value::str("ipaddress.IPv4Address"), Value::str("10.0.0.300")]),

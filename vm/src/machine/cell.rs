@@ -135,19 +135,15 @@ const TAG_DICT: u32 = 8;
 const TAG_INSTANCE: u32 = 9;
 const TAG_UNKNOWN: u32 = 10;
 const TAG_REFERENCE: u32 = 11;
-/// A string, list or dict whose address and length do not share a word: the payload is the
-/// address of a box holding the `Arc` itself.
+/// A string or list whose address and length do not share a word: the payload is the
+/// address of a box holding the `Arc` itself. (A dict is one thin pointer, as a big int is.)
 const TAG_BOXED_STR: u32 = 12;
 const TAG_BOXED_LIST: u32 = 13;
-const TAG_BOXED_DICT: u32 = 14;
 
-/// How many low bits of a payload hold the address of a string, list or dict; the length
-/// takes the rest.
+/// How many low bits of a payload hold the address of a string or list; the length takes the
+/// rest.
 const ADDRESS_BITS: u32 = 48;
 const ADDRESS_MASK: u64 = (1 << ADDRESS_BITS) - 1;
-
-/// A dict's entries, as a dict value shares them.
-type Entries = [(Arc<str>, Value)];
 
 impl PackedValue {
     pub(super) const EMPTY: PackedValue = PackedValue([0; 2]);
@@ -213,10 +209,7 @@ impl PackedValue {
                 let len = items.len();
                 PackedValue::pack_shared(items, len, TAG_LIST, TAG_BOXED_LIST)
             }
-            Value::Dict(entries) => {
-                let len = entries.len();
-                PackedValue::pack_shared(entries, len, TAG_DICT, TAG_BOXED_DICT)
-            }
+            Value::Dict(dict) => (TAG_DICT, PackedValue::from_word(pointer(dict.into_raw().cast()))),
             Value::Instance(i) => (TAG_INSTANCE, PackedValue::from_word(u64::from(i))),
             Value::Unknown => (TAG_UNKNOWN, Self::EMPTY),
             Value::Reference(r) => (TAG_REFERENCE, PackedValue::from_word(pointer(Arc::into_raw(r).cast()))),
@@ -234,9 +227,10 @@ impl PackedValue {
     unsafe fn unpack(tag: u32, payload: PackedValue) -> Value {
         let word = payload.word();
         let (address, len) = payload.split();
-        // SAFETY: every `from_raw` below rebuilds an `Arc` from the address (and the length of
-        // the slice or string) that `pack` took from `Arc::into_raw` of an `Arc` of this very
-        // type for this tag, whose count the payload still holds; every `read` copies the
+        // SAFETY: every `from_raw` below rebuilds an `Arc` (or, for a dict, the `Dict` around
+        // one) from the address (and the length of the slice or string) that `pack` took from
+        // `into_raw` of a value of this very type for this tag, whose count the payload still
+        // holds; every `read` copies the
         // `Arc` out of the box `pack` made for this tag, which the payload still owns. Either
         // way, the caller guarantees the count is used once.
         unsafe {
@@ -254,15 +248,11 @@ impl PackedValue {
                     let items = std::ptr::slice_from_raw_parts(address as *const Value, len);
                     Value::List(Arc::from_raw(items))
                 }
-                TAG_DICT => {
-                    let entries = std::ptr::slice_from_raw_parts(address as *const (Arc<str>, Value), len);
-                    Value::Dict(Arc::from_raw(entries))
-                }
+                TAG_DICT => Value::Dict(value::Dict::from_raw(word as usize as *const value::DictData)),
                 TAG_INSTANCE => Value::Instance(word as u32),
                 TAG_UNKNOWN => Value::Unknown,
                 TAG_BOXED_STR => Value::Str(std::ptr::read(word as usize as *const Arc<str>)),
                 TAG_BOXED_LIST => Value::List(std::ptr::read(word as usize as *const Arc<[Value]>)),
-                TAG_BOXED_DICT => Value::Dict(std::ptr::read(word as usize as *const Arc<Entries>)),
                 _ => Value::Reference(Arc::from_raw(word as usize as *const Reference)),
             }
         }
@@ -281,7 +271,6 @@ impl PackedValue {
             match tag {
                 TAG_BOXED_STR => drop(Box::from_raw(address as *mut ManuallyDrop<Arc<str>>)),
                 TAG_BOXED_LIST => drop(Box::from_raw(address as *mut ManuallyDrop<Arc<[Value]>>)),
-                TAG_BOXED_DICT => drop(Box::from_raw(address as *mut ManuallyDrop<Arc<Entries>>)),
                 _ => {}
             }
         }
@@ -533,8 +522,8 @@ impl Cell {
     #[inline]
     pub(super) fn shared_value_address(&self) -> Option<*const u8> {
         match self.tag() {
-            TAG_STR | TAG_LIST | TAG_DICT => Some(self.value.split().0 as *const u8),
-            TAG_BOXED_STR | TAG_BOXED_LIST | TAG_BOXED_DICT => Some(self.value.word() as usize as *const u8),
+            TAG_STR | TAG_LIST => Some(self.value.split().0 as *const u8),
+            TAG_DICT | TAG_BOXED_STR | TAG_BOXED_LIST => Some(self.value.word() as usize as *const u8),
             _ => None,
         }
     }
@@ -762,7 +751,7 @@ mod tests {
         let count = |v: &Value| match v {
             Value::Str(s) => Arc::strong_count(s),
             Value::List(items) => Arc::strong_count(items),
-            Value::Dict(entries) => Arc::strong_count(entries),
+            Value::Dict(dict) => dict.strong_count(),
             _ => 0,
         };
         let shared = count(&value) > 0;
@@ -772,7 +761,7 @@ mod tests {
         let same_object = |a: &Value, b: &Value| match (a, b) {
             (Value::Str(a), Value::Str(b)) => Arc::ptr_eq(a, b),
             (Value::List(a), Value::List(b)) => Arc::ptr_eq(a, b),
-            (Value::Dict(a), Value::Dict(b)) => Arc::ptr_eq(a, b),
+            (Value::Dict(a), Value::Dict(b)) => value::Dict::ptr_eq(a, b),
             (a, b) => a.py_eq(b),
         };
         assert!(cell.value().is_some_and(|v| same_object(&v, &value)));
@@ -798,7 +787,7 @@ mod tests {
         check(Value::Str(short), TAG_STR);
         check(Value::Str(Arc::from("")), TAG_STR);
         check(Value::List(Arc::from(vec![Value::Int(1), Value::Str(Arc::from("x"))])), TAG_LIST);
-        check(Value::Dict(Arc::from(vec![(Arc::from("k"), Value::Bool(true))])), TAG_DICT);
+        check(Value::Dict(value::Dict::from(vec![(Arc::from("k"), Value::Bool(true))])), TAG_DICT);
         check(Value::Int(i64::MIN), TAG_INT);
         check(Value::Float(-0.5), TAG_FLOAT);
     }
@@ -811,7 +800,8 @@ mod tests {
         let just_fits: Arc<str> = Arc::from("y".repeat((1 << 16) - 1));
         check(Value::Str(just_fits), TAG_STR);
         check(Value::List(Arc::from(vec![Value::Int(0); 70_000])), TAG_BOXED_LIST);
+        // A dict is one pointer, however long.
         let entries: Vec<(Arc<str>, Value)> = (0..70_000).map(|i| (Arc::from(i.to_string()), Value::Int(i))).collect();
-        check(Value::Dict(Arc::from(entries)), TAG_BOXED_DICT);
+        check(Value::Dict(value::Dict::from(entries)), TAG_DICT);
     }
 }

@@ -137,7 +137,7 @@ impl Machine {
                         out.push((k.clone(), v));
                     }
                 }
-                Value::Dict(Arc::from(out))
+                Value::Dict(out.into())
             }
             Op::Format { template, parts } => {
                 // The reference replaces each part's matched text everywhere in the string,
@@ -282,8 +282,8 @@ impl Machine {
         let Value::Str(key) = k else {
             return Err(typing(format!("dict keys must be string, {} is not a string", self.display_value(k))));
         };
-        match entries.iter().find(|(x, _)| x == key) {
-            Some((_, v)) => Ok(v.clone()),
+        match entries.get(key) {
+            Some(v) => Ok(v.clone()),
             None => Err(EvalError::new(
                 ErrorKind::KeyException,
                 format!(

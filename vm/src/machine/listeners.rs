@@ -69,7 +69,7 @@ impl Machine {
                     Value::Int(i) if (-5..=256).contains(i) => IdentityKey::SmallInt(*i),
                     Value::Str(s) if is_shared_python_str(s) => IdentityKey::SharedStr(s.clone()),
                     Value::Str(s) => IdentityKey::Str(SameObject(s.clone())),
-                    Value::Dict(d) => IdentityKey::Dict(SameObject(d.clone())),
+                    Value::Dict(d) => IdentityKey::Dict(SameObject(d.shared().clone())),
                     Value::Instance(i) => IdentityKey::Instance(*i),
                     _ => {
                         self.unique += 1;

@@ -834,7 +834,7 @@ enum IdentityKey {
     /// A dict is one object wherever it is read from: an attribute read twice, a variable,
     /// a constant literal (which the reference evaluates to one object, as weft shares one
     /// allocation for it).
-    Dict(SameObject<[(Arc<str>, Value)]>),
+    Dict(SameObject<value::DictData>),
     Instance(u32),
     Unique(u64),
 }

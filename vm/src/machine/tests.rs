@@ -15,7 +15,7 @@ fn cells_keep_values_and_their_counts() {
     let text: Arc<str> = Arc::from("text");
     let items: Arc<[Value]> = Arc::from(vec![Value::Int(1), Value::Str(text.clone())]);
     let key: Arc<str> = Arc::from("k");
-    let entries: Arc<[(Arc<str>, Value)]> = Arc::from(vec![(key, Value::Float(f64::NAN))]);
+    let entries: weft_ir::value::Dict = vec![(key, Value::Float(f64::NAN))].into();
     let big: Arc<num_bigint::BigInt> = Arc::new(num_bigint::BigInt::from(i64::MAX) * 4);
     let reference = Arc::new(weft_ir::value::Reference {
         class: "EnvironmentReference".into(),
@@ -67,7 +67,7 @@ fn cells_keep_values_and_their_counts() {
     drop(values);
     assert_eq!(Arc::strong_count(&big), 1);
     assert_eq!(Arc::strong_count(&reference), 1);
-    assert_eq!(Arc::strong_count(&entries), 1);
+    assert_eq!(entries.strong_count(), 1);
 }
 
 /// Index key parts are equal exactly when their `repr`s are, which is how the reference
@@ -96,7 +96,7 @@ fn key_parts_compare_as_their_reprs() {
         Value::List(Arc::from(vec![Value::Int(1), Value::str("x")])),
         Value::List(Arc::from(vec![Value::Int(1), Value::str("x")])),
         Value::List(Arc::from(vec![Value::Float(1.0), Value::str("x")])),
-        Value::Dict(Arc::from(vec![(Arc::from("k"), Value::Instance(1))])),
+        Value::Dict(vec![(Arc::from("k"), Value::Instance(1))].into()),
         Value::Unknown,
     ];
     let hasher = hashbrown::DefaultHashBuilder::default();

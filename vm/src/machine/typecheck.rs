@@ -364,7 +364,7 @@ impl Machine {
                 for (k, v) in entries.iter() {
                     out.push((k.clone(), sub(self, *v)?));
                 }
-                Value::Dict(Arc::from(out))
+                Value::Dict(out.into())
             }
             Op::Cond { cond, then, otherwise } => match sub(self, *cond)? {
                 Value::Bool(true) => sub(self, *then)?,
