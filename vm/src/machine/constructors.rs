@@ -3,7 +3,47 @@
 
 use super::*;
 
+/// Up to this many late arguments (`**` and the implicit inverse), a constructor merges them
+/// with its direct ones by a scan; beyond, through a table of names.
+const LATE_ARGUMENTS_SCANNED: usize = 8;
+
 impl Machine {
+    /// The arguments a constructor call gets through its `**` dicts, in order, each name
+    /// once. A dict may hold as many keys as its entity has attributes (tens of thousands),
+    /// so each name is checked in tables, not against every other.
+    #[inline(never)]
+    fn splat_arguments(
+        &mut self,
+        ctor: &weft_ir::program::Ctor,
+        values: &Values,
+        scope: ScopeId,
+        location: Location,
+    ) -> R<Vec<(Symbol, Value)>> {
+        let entity = ctor.entity;
+        let explicit: HashSet<Symbol> = ctor.explicit.iter().copied().collect();
+        let mut late = Vec::new();
+        let mut names = HashSet::new();
+        for s in &ctor.splats {
+            for (k, v) in self.splat(*s, values, scope)? {
+                if explicit.contains(&k) || !names.insert(k) {
+                    return Err(rt(format!(
+                        "The attribute {} is set twice in the constructor call of {}.",
+                        self.sym_name(k),
+                        ctor.written
+                    ))
+                    .at(location));
+                }
+                if self.slot_tables[entity.index()].position(k).is_none() {
+                    let p = self.prog();
+                    return Err(typing(format!("no attribute {} on type {}", self.sym_name(k), p.entity(entity).name))
+                        .at(location));
+                }
+                late.push((k, v));
+            }
+        }
+        Ok(late)
+    }
+
     pub(super) fn construct(
         &mut self,
         ctor_id: CtorId,
@@ -15,24 +55,8 @@ impl Machine {
         let ctor = &p.ctors[ctor_id.index()];
         let entity = ctor.entity;
         // Late arguments: `**dict` and the implicit inverse.
-        let mut late: Vec<(Symbol, Value)> = Vec::new();
-        for s in &ctor.splats {
-            for (k, v) in self.splat(*s, values, scope)? {
-                if ctor.explicit.contains(&k) || late.iter().any(|(x, _)| *x == k) {
-                    return Err(rt(format!(
-                        "The attribute {} is set twice in the constructor call of {}.",
-                        self.sym_name(k),
-                        ctor.written
-                    ))
-                    .at(location));
-                }
-                if !p.entity(entity).slots.iter().any(|(n, _)| *n == k) {
-                    return Err(typing(format!("no attribute {} on type {}", self.sym_name(k), p.entity(entity).name))
-                        .at(location));
-                }
-                late.push((k, v));
-            }
-        }
+        let late =
+            if ctor.splats.is_empty() { Vec::new() } else { self.splat_arguments(ctor, values, scope, location)? };
         let mut inverse: Option<(Symbol, Value)> = None;
         if let Some((inst_expr, attr_name)) = ctor.lhs {
             let lhs = self.eval(inst_expr, values, scope)?;
@@ -54,14 +78,9 @@ impl Machine {
                 }
             }
         }
-        let mut late_args: Vec<(Symbol, Value)> = inverse.into_iter().collect();
-        for (k, v) in late {
-            if let Some(slot) = late_args.iter_mut().find(|(n, _)| *n == k) {
-                slot.1 = v;
-            } else {
-                late_args.push((k, v));
-            }
-        }
+        // The inverse is taken only when no `**` gave its name, and the `**` names are
+        // distinct (`splat_arguments`), so every late argument has a name of its own.
+        let late_args: Vec<(Symbol, Value)> = inverse.into_iter().chain(late).collect();
         let missing: Vec<Symbol> =
             ctor.required_dynamic.iter().filter(|a| !late_args.iter().any(|(n, _)| n == *a)).copied().collect();
         if !missing.is_empty() {
@@ -85,11 +104,26 @@ impl Machine {
         for (k, v) in &ctor.direct {
             direct.push((*k, self.eval(*v, values, scope)?));
         }
-        for (k, v) in &late_args {
-            if let Some(slot) = direct.iter_mut().find(|(n, _)| n == k) {
-                slot.1 = v.clone();
-            } else {
-                direct.push((*k, v.clone()));
+        // A late argument replaces a direct one of its name, in its place: found by a scan
+        // for the few late arguments of most calls, in a table for a large `**`.
+        if late_args.len() <= LATE_ARGUMENTS_SCANNED {
+            for (k, v) in &late_args {
+                match direct.iter_mut().find(|(n, _)| n == k) {
+                    Some(slot) => slot.1 = v.clone(),
+                    None => direct.push((*k, v.clone())),
+                }
+            }
+        } else {
+            let mut direct_positions: HashMap<Symbol, usize> =
+                direct.iter().enumerate().map(|(position, (name, _))| (*name, position)).collect();
+            for (k, v) in &late_args {
+                match direct_positions.get(k) {
+                    Some(&position) => direct[position].1 = v.clone(),
+                    None => {
+                        direct_positions.insert(*k, direct.len());
+                        direct.push((*k, v.clone()));
+                    }
+                }
             }
         }
         let indirect: SmallVec<[(Symbol, ExprId); 8]> =
