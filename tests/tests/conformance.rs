@@ -365,6 +365,19 @@ fn long_chains_of_variables_and_typedefs_evaluate_as_short_ones_do() {
     check_deepened("typedefs/chain_of_typedefs", &typedef_chain_model(12), &typedef_chain_model(10_000));
 }
 
+/// A value is validated along a chain of typedefs in a loop, not by recursion: 10,000
+/// typedefs evaluate on a stack of 4 MB. The recursion overflowed the CLI's 256 MB stack at
+/// a million typedefs, and a stack overflow aborts the process.
+#[test]
+fn long_chains_of_typedefs_validate_without_recursion() {
+    check_deepened_on_stack(
+        "typedefs/chain_of_typedefs",
+        &typedef_chain_model(12),
+        &typedef_chain_model(10_000),
+        4 << 20,
+    );
+}
+
 /// A dict literal of `count` keys: at twelve the corpus case
 /// `lists_dicts/dict_literal_of_many_keys`.
 fn dict_literal_model(count: usize) -> String {
@@ -583,9 +596,18 @@ fn models_of_many_entities_evaluate_as_those_of_few_do() {
     check_deepened("indexes/many_entities_with_an_index_each", &many_entities_model(12), &many_entities_model(40_000));
 }
 
+/// The stack of the thread `weft` evaluates on (`WORKER_STACK` in the CLI).
+const WORKER_STACK: usize = 256 << 20;
+
 /// Checks that the corpus case `case` is the model `shallow`, then that the model `deep`
-/// evaluates within a deadline to the same status, prints and error kind as the case.
+/// evaluates within a deadline to the same status, prints and error kind as the case, on a
+/// thread with the stack `weft` evaluates on.
 fn check_deepened(case: &str, shallow: &str, deep: &str) {
+    check_deepened_on_stack(case, shallow, deep, WORKER_STACK);
+}
+
+/// [`check_deepened`] on a thread of `stack` bytes.
+fn check_deepened_on_stack(case: &str, shallow: &str, deep: &str, stack: usize) {
     const DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
     let recorded = corpus().join(case);
     assert_eq!(
@@ -598,10 +620,8 @@ fn check_deepened(case: &str, shallow: &str, deep: &str) {
     std::fs::write(scratch.join("main.cf"), deep).expect("writable");
     let (sender, received) = std::sync::mpsc::channel();
     let dir = scratch.clone();
-    // The stack of the thread `weft` evaluates on (`WORKER_STACK` in the CLI): the checks and
-    // the type validation of a chain of typedefs recurse along it.
     std::thread::Builder::new()
-        .stack_size(256 << 20)
+        .stack_size(stack)
         .spawn(move || {
             // The receiver is gone only when the test already failed on the deadline.
             let _ = sender.send(compile(&dir));

@@ -184,44 +184,64 @@ impl Machine {
     }
 
     pub(super) fn validate_base(&mut self, base: BaseType, value: &Value) -> R<()> {
-        match base {
-            BaseType::Primitive(p) => self.validate_primitive(p, value),
-            BaseType::Typedef(td) => {
-                let prog = self.prog();
-                let typedef = &prog.typedefs[td.index()];
-                self.validate_base(typedef.base, value)?;
-                // A regex, and an expression without plugin calls, are functions of the value.
-                let pure = match &typedef.constraint {
-                    Constraint::Regex { .. } => true,
-                    Constraint::Expr { expr, .. } => self.constraint_is_pure(td, *expr),
-                };
-                let memo = if pure { MemoValue::of(value) } else { None };
-                let known = memo.as_ref().and_then(|m| self.constraint_memo.get(&(td.0, m.clone())).copied());
-                let ok = match known {
-                    Some(ok) => ok,
-                    None => {
-                        let ok = match (&typedef.constraint, value) {
-                            (Constraint::Regex { engine, .. }, Value::Str(s)) => regex_match(engine, s),
-                            (Constraint::Regex { .. }, other) => {
-                                return Err(typing(format!(
-                                    "Regex can only be match with strings. {} is of type {}",
-                                    self.display_value(other),
-                                    other.type_name()
-                                )));
-                            }
-                            (Constraint::Expr { expr, .. }, _) => self.eval_direct(*expr, value)?.truthy(),
-                        };
-                        if let Some(m) = memo
-                            && self.constraint_memo.len() < CONSTRAINT_MEMO_LIMIT
-                        {
-                            self.constraint_memo.insert((td.0, m), ok);
-                        }
-                        ok
-                    }
-                };
-                if ok { Ok(()) } else { Err(self.constraint_mismatch(typedef, value)) }
-            }
+        let outermost = match base {
+            BaseType::Primitive(p) => return self.validate_primitive(p, value),
+            BaseType::Typedef(td) => td,
+        };
+        // A typedef's constraint is checked after the constraints of the typedefs it refines,
+        // down to their primitive. The chain is walked in a loop rather than by recursion: a
+        // model may chain a million typedefs, and the verifier keeps the chains acyclic.
+        let prog = self.prog();
+        // Most typedefs refine a primitive directly.
+        if let BaseType::Primitive(p) = prog.typedefs[outermost.index()].base {
+            self.validate_primitive(p, value)?;
+            return self.check_typedef_constraint(outermost, value);
         }
+        let mut chain: SmallVec<[TypedefId; 4]> = smallvec![outermost];
+        let primitive = loop {
+            match prog.typedefs[chain[chain.len() - 1].index()].base {
+                BaseType::Primitive(p) => break p,
+                BaseType::Typedef(td) => chain.push(td),
+            }
+        };
+        self.validate_primitive(primitive, value)?;
+        chain.iter().rev().try_for_each(|td| self.check_typedef_constraint(*td, value))
+    }
+
+    /// Checks `value` against the constraint of typedef `td` alone, not those it refines.
+    fn check_typedef_constraint(&mut self, td: TypedefId, value: &Value) -> R<()> {
+        let prog = self.prog();
+        let typedef = &prog.typedefs[td.index()];
+        // A regex, and an expression without plugin calls, are functions of the value.
+        let pure = match &typedef.constraint {
+            Constraint::Regex { .. } => true,
+            Constraint::Expr { expr, .. } => self.constraint_is_pure(td, *expr),
+        };
+        let memo = if pure { MemoValue::of(value) } else { None };
+        let known = memo.as_ref().and_then(|m| self.constraint_memo.get(&(td.0, m.clone())).copied());
+        let ok = match known {
+            Some(ok) => ok,
+            None => {
+                let ok = match (&typedef.constraint, value) {
+                    (Constraint::Regex { engine, .. }, Value::Str(s)) => regex_match(engine, s),
+                    (Constraint::Regex { .. }, other) => {
+                        return Err(typing(format!(
+                            "Regex can only be match with strings. {} is of type {}",
+                            self.display_value(other),
+                            other.type_name()
+                        )));
+                    }
+                    (Constraint::Expr { expr, .. }, _) => self.eval_direct(*expr, value)?.truthy(),
+                };
+                if let Some(m) = memo
+                    && self.constraint_memo.len() < CONSTRAINT_MEMO_LIMIT
+                {
+                    self.constraint_memo.insert((td.0, m), ok);
+                }
+                ok
+            }
+        };
+        if ok { Ok(()) } else { Err(self.constraint_mismatch(typedef, value)) }
     }
 
     pub(super) fn validate_primitive(&self, p: Primitive, value: &Value) -> R<()> {
