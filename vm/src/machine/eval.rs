@@ -128,14 +128,11 @@ impl Machine {
                 }
             }
             Op::Dict(entries) => {
-                let mut out: Vec<(Arc<str>, Value)> = Vec::new();
+                // `Dict::new` keeps a repeated key's first place and its last value, in time
+                // linear in the number of entries.
+                let mut out: Vec<(Arc<str>, Value)> = Vec::with_capacity(entries.len());
                 for (k, v) in entries.iter() {
-                    let v = self.eval(*v, values, scope)?;
-                    if let Some(slot) = out.iter_mut().find(|(x, _)| x == k) {
-                        slot.1 = v;
-                    } else {
-                        out.push((k.clone(), v));
-                    }
+                    out.push((k.clone(), self.eval(*v, values, scope)?));
                 }
                 Value::Dict(out.into())
             }

@@ -62,11 +62,21 @@ impl Machine {
     /// instructions of the 9k-instance model).
     #[inline(always)]
     pub(super) fn values_into(&mut self, requires: &Reqs, out: &mut Values) -> R<()> {
+        if requires.len() > Values::SCANNED {
+            return self.many_values_into(requires, out);
+        }
         for (k, c) in requires {
             let v = self.get_value(*c)?;
             out.insert(*k, v);
         }
         Ok(())
+    }
+
+    /// [`Self::values_into`] for a task of more than [`Values::SCANNED`] requirements.
+    #[cold]
+    #[inline(never)]
+    fn many_values_into(&mut self, requires: &Reqs, out: &mut Values) -> R<()> {
+        out.extend_many(requires.iter().map(|(k, c)| Ok((*k, self.get_value(*c)?))))
     }
 
     /// The end of an `ExecutionUnit`: its value goes to its target, and the promise it held
@@ -130,7 +140,7 @@ impl Machine {
                         let value = self.get_value(*cell)?;
                         return self.store_result(target, value, c.location(e), promise);
                     }
-                    let mut values = Values(SmallVec::new());
+                    let mut values = Values::new();
                     self.values_into(requires, &mut values)?;
                     let (value, location) = match what {
                         Exec::CompElement { helper, unknown, guarded } => {
@@ -156,7 +166,7 @@ impl Machine {
                     unreachable!()
                 };
                 let location = p.stmt(stmt).location;
-                let mut values = Values(SmallVec::new());
+                let mut values = Values::new();
                 self.values_into(requires, &mut values)?;
                 let inst_value = self.eval(instance, &values, scope)?;
                 let Value::Instance(inst) = inst_value else {
@@ -193,7 +203,7 @@ impl Machine {
                     _ => unreachable!(),
                 };
                 let location = c.location(expr);
-                let mut values = Values(SmallVec::new());
+                let mut values = Values::new();
                 self.values_into(requires, &mut values)?;
                 let result = self.eval(lhs, &values, scope)?;
                 if matches!(result, Value::Unknown) {
@@ -227,7 +237,7 @@ impl Machine {
                 }
             }
             Body::Lookup { expr, scope, target } => {
-                let mut values = Values(SmallVec::new());
+                let mut values = Values::new();
                 self.values_into(requires, &mut values)?;
                 let location = c.location(expr);
                 let (entity, params) = match &c.expr(expr).kind {
@@ -293,7 +303,7 @@ impl Machine {
             }
             Body::Hook { base, name, scope, resumer, propagate_unset, location } => {
                 let location = self.loc(location);
-                let mut values = Values(SmallVec::new());
+                let mut values = Values::new();
                 let mut unset: Option<CellId> = None;
                 for (k, c) in requires {
                     match self.get_value(*c) {
@@ -369,7 +379,7 @@ impl Machine {
                         (guard.expect("guarded"), then, Err(Value::str(FILTERED)), c.location(h.expr))
                     }
                 };
-                let mut values = Values(SmallVec::new());
+                let mut values = Values::new();
                 self.values_into(requires, &mut values)?;
                 match chosen {
                     None => {
@@ -415,7 +425,7 @@ impl Machine {
                 }
             }
             Body::Comp { helper, scope } => {
-                let mut values = Values(SmallVec::new());
+                let mut values = Values::new();
                 self.values_into(requires, &mut values)?;
                 let expr = self.comps[helper as usize].expr;
                 let Op::ListComp { iterable, .. } = c.expr(expr).kind else { unreachable!() };
@@ -450,7 +460,7 @@ impl Machine {
                 let (args, kwargs) = match saved.take() {
                     Some(x) => *x,
                     None => {
-                        let mut values = Values(SmallVec::new());
+                        let mut values = Values::new();
                         // Reading an argument's value can fail (an optional relation with no
                         // value); the call is the place to show, as for other reads.
                         self.values_into(requires, &mut values).map_err(|e| e.at(location))?;

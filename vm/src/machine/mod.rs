@@ -554,19 +554,84 @@ impl std::fmt::Debug for Key {
 type Reqs = SmallVec<[(Key, CellId); 2]>;
 
 /// The values of a task's requirements; a later key replaces an earlier one, as in the
-/// reference's dict.
+/// reference's dict. A task has one or two requirements as a rule, found by a scan. One that
+/// reads many (a list or dict literal of 100,000 variables) would make every read a scan:
+/// beyond [`Values::SCANNED`] values, they are kept sorted by key and found by a binary
+/// search (the invariant [`Values::get`] relies on).
 struct Values(SmallVec<[(Key, Value); 4]>);
 
 impl Values {
+    /// Up to this many values, a key is found by a scan.
+    const SCANNED: usize = 16;
+
+    #[inline(always)]
+    fn new() -> Values {
+        Values(SmallVec::new())
+    }
+
+    #[inline(always)]
     fn insert(&mut self, k: Key, v: Value) {
-        match self.0.iter_mut().find(|(x, _)| *x == k) {
+        // One look at where the items are (a `SmallVec` asks whether it spilled for its
+        // length as for its slice) serves the size check and the scan.
+        let items = self.0.as_mut_slice();
+        if items.len() >= Values::SCANNED {
+            return self.insert_sorted(k, v);
+        }
+        match items.iter_mut().find(|(x, _)| *x == k) {
             Some(slot) => slot.1 = v,
             None => self.0.push((k, v)),
         }
     }
 
+    /// [`Values::insert`] into values that are, or are about to be, more than
+    /// [`Values::SCANNED`]: sorted by key first if they were not yet.
+    #[cold]
+    #[inline(never)]
+    fn insert_sorted(&mut self, k: Key, v: Value) {
+        if self.0.len() == Values::SCANNED {
+            self.0.sort_unstable_by_key(|(key, _)| key.0);
+        }
+        match self.0.binary_search_by_key(&k.0, |(key, _)| key.0) {
+            Ok(position) => self.0[position].1 = v,
+            Err(position) => self.0.insert(position, (k, v)),
+        }
+    }
+
+    /// Adds many values at once: appended, then sorted by key with the last value of each
+    /// key kept, in O(n log n) where inserting them one by one would move the sorted tail for
+    /// each.
+    #[cold]
+    fn extend_many(&mut self, values: impl Iterator<Item = R<(Key, Value)>>) -> R<()> {
+        for value in values {
+            self.0.push(value?);
+        }
+        // A stable sort keeps the values of one key in the order they came, and the merge
+        // keeps the last of them in the place of the first.
+        self.0.sort_by_key(|(key, _)| key.0);
+        self.0.dedup_by(|later, kept| {
+            let same = later.0 == kept.0;
+            if same {
+                std::mem::swap(&mut later.1, &mut kept.1);
+            }
+            same
+        });
+        Ok(())
+    }
+
+    #[inline(always)]
     fn get(&self, k: &Key) -> Option<&Value> {
-        self.0.iter().find(|(x, _)| x == k).map(|(_, v)| v)
+        let items = self.0.as_slice();
+        if items.len() > Values::SCANNED {
+            return Values::get_sorted(items, k);
+        }
+        items.iter().find(|(x, _)| x == k).map(|(_, v)| v)
+    }
+
+    /// [`Values::get`] of more than [`Values::SCANNED`] values, which are sorted by key.
+    #[cold]
+    #[inline(never)]
+    fn get_sorted<'a>(items: &'a [(Key, Value)], k: &Key) -> Option<&'a Value> {
+        items.binary_search_by_key(&k.0, |(key, _)| key.0).ok().map(|position| &items[position].1)
     }
 
     /// Whether a gradual listener collects the value of `expr` (see [`Key::collector`]).

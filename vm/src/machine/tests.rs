@@ -4,7 +4,8 @@ use std::sync::Arc;
 use weft_ir::value::Value;
 
 use super::{
-    Cell, CellKind, PackedType, Table, WaitList, WaitNodes, hash_key_part, key_part_eq, substitute_in_one_pass,
+    Cell, CellKind, Key, PackedType, Table, Values, WaitList, WaitNodes, hash_key_part, key_part_eq,
+    substitute_in_one_pass,
 };
 
 /// A cell gives back every kind of value it was given, and owns exactly one count of a
@@ -251,4 +252,33 @@ fn one_pass_substitution_agrees_with_replacing_part_by_part() {
         }
     }
     assert!(applied > 2_000, "the one-pass path applied to only {applied} cases");
+}
+
+/// A task's values give the last value of each key, whether they were added one by one or at
+/// once, below and beyond the size where they are kept sorted, and in any order of keys.
+#[test]
+fn values_keep_the_last_value_of_each_key() {
+    for count in [0usize, 1, 5, Values::SCANNED - 1, Values::SCANNED, Values::SCANNED + 1, 40, 1000] {
+        // Keys in a scrambled order, each given once, then every third given again.
+        let keys: Vec<u32> = (0..count as u32).map(|i| (i * 7919) % (count as u32).max(1)).collect();
+        let mut given: Vec<(u32, i64)> = keys.iter().map(|&k| (k, i64::from(k))).collect();
+        given.extend(keys.iter().step_by(3).map(|&k| (k, -i64::from(k) - 1)));
+        let expected = |k: u32| given.iter().rev().find(|(key, _)| *key == k).map(|(_, v)| *v);
+        let mut one_by_one = Values::new();
+        for (k, v) in &given {
+            one_by_one.insert(Key(*k), Value::Int(*v));
+        }
+        let mut at_once = Values::new();
+        at_once.extend_many(given.iter().map(|(k, v)| Ok((Key(*k), Value::Int(*v))))).expect("no error");
+        for values in [&one_by_one, &at_once] {
+            assert_eq!(values.0.len(), keys.len(), "{count} keys");
+            for k in 0..=count as u32 {
+                let found = values.get(&Key(k)).map(|v| match v {
+                    Value::Int(i) => *i,
+                    other => panic!("{other:?}"),
+                });
+                assert_eq!(found, expected(k), "key {k} of {count}");
+            }
+        }
+    }
 }
