@@ -10,7 +10,7 @@
 //! [`parameters`] runs after lowering: it finds the top-level assignments of `main.cf` that
 //! `project.yml` declares as parameters and records their constant instructions.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use weft_ir::diagnostic::codes;
@@ -327,10 +327,15 @@ impl<'p, 'a> Lowerer<'p, 'a> {
             promises.extend(stmt_promises);
         }
         variables.extend(extra_var);
-        promises.retain(|p| match self.root_variable(p.instance) {
-            Some(root) => !variables.contains(&root),
-            None => true,
-        });
+        // A block may declare hundreds of thousands of variables and assign as many
+        // attributes: the names are looked up in a set, not scanned for each promise.
+        if !promises.is_empty() {
+            let declared: HashSet<Symbol> = variables.iter().copied().collect();
+            promises.retain(|p| match self.root_variable(p.instance) {
+                Some(root) => !declared.contains(&root),
+                None => true,
+            });
+        }
         let block = &mut self.out.blocks[id.index()];
         block.variables = variables;
         block.stmts = lowered;
