@@ -4,7 +4,39 @@
 use super::*;
 use weft_ir::value::is_shared_python_str;
 
+/// The place of a listener removed while its list was being notified: the places of the others
+/// stay put, so the notifying loop finds each where its copy of the list has it, and the list
+/// is compacted when the loop ends.
+pub(super) const REMOVED_LISTENER: CollectorId = CollectorId::MAX;
+
+/// Up to this many listeners on one cell, whether a collector is among them is found by a scan;
+/// beyond, in a set (`Machine::listener_sets`). A relation that many instances ask `is
+/// defined` of has one listener per instance.
+const LISTENERS_SCANNED: usize = 32;
+
 impl Machine {
+    /// Whether `collector` listens to `cell` already.
+    fn is_listening(&self, cell: CellId, collector: CollectorId) -> bool {
+        match self.listener_sets.get(&cell) {
+            Some(set) => set.contains(&collector),
+            None => self.x(cell).listeners.as_ref().is_some_and(|listeners| listeners.contains(&collector)),
+        }
+    }
+
+    /// Keeps the set of `cell`'s listeners once they are more than [`LISTENERS_SCANNED`],
+    /// after `collector` joined them.
+    fn note_listener(&mut self, cell: CellId, collector: CollectorId) {
+        if let Some(set) = self.listener_sets.get_mut(&cell) {
+            set.insert(collector);
+            return;
+        }
+        let Some(listeners) = self.x(cell).listeners.as_ref() else { return };
+        if listeners.len() > LISTENERS_SCANNED {
+            let set = listeners.iter().copied().filter(|&c| c != REMOVED_LISTENER).collect();
+            self.listener_sets.insert(cell, set);
+        }
+    }
+
     /// Registers a gradual listener; false when the cell does not support listening.
     pub(super) fn listen(&mut self, cell: CellId, collector: CollectorId, location: Location) -> R<bool> {
         let kind = self.cells[cell as usize].kind();
@@ -16,16 +48,17 @@ impl Machine {
                 }
                 let pure = self.collectors[collector as usize].pure_gradual();
                 if !self.cells[cell as usize].has_value() {
+                    let known = self.is_listening(cell, collector);
                     let x = self.xm(cell);
-                    let listeners = x.listeners.get_or_insert_with(Vec::new);
-                    if listeners.contains(&collector) {
+                    if known {
                         x.nb_gradual_waiters += 1;
                         return Ok(true);
                     }
-                    listeners.push(collector);
+                    x.listeners.get_or_insert_with(Vec::new).push(collector);
                     if pure {
                         x.nb_gradual_waiters += 1;
                     }
+                    self.note_listener(cell, collector);
                 }
                 Ok(true)
             }
@@ -122,18 +155,40 @@ impl Machine {
 
     pub(super) fn notify_listeners(&mut self, cell: CellId, value: &Value, location: Location) -> R<()> {
         let Some(listeners) = self.x(cell).listeners.clone() else { return Ok(()) };
-        for collector in listeners {
+        let mut removed = false;
+        for (position, collector) in listeners.into_iter().enumerate() {
+            if collector == REMOVED_LISTENER {
+                continue;
+            }
             let done = self.receive(collector, value.clone(), location)?;
             if done {
                 let pure = self.collectors[collector as usize].pure_gradual();
                 let x = self.xm(cell);
                 if let Some(ls) = x.listeners.as_mut() {
-                    ls.retain(|&c| c != collector);
+                    // A listener leaves its list at once, as the reference's does, but only
+                    // its place is cleared: removing it from the vector moved the rest, for
+                    // each of them (quadratic when all of many listeners are done at the first
+                    // element). Its place is where the copy has it unless a listener nested in
+                    // this loop compacted the list.
+                    let at = match ls.get(position) {
+                        Some(&c) if c == collector => Some(position),
+                        _ => ls.iter().position(|&c| c == collector),
+                    };
+                    if let Some(at) = at {
+                        ls[at] = REMOVED_LISTENER;
+                        removed = true;
+                    }
                     if !pure {
                         x.nb_gradual_waiters += 1;
                     }
                 }
+                if let Some(set) = self.listener_sets.get_mut(&cell) {
+                    set.remove(&collector);
+                }
             }
+        }
+        if removed && let Some(ls) = self.xm(cell).listeners.as_mut() {
+            ls.retain(|&c| c != REMOVED_LISTENER);
         }
         Ok(())
     }

@@ -1105,6 +1105,9 @@ pub struct Machine {
     /// took a minute). An instance equals only itself, so for an instance the set answers;
     /// other values, which lists of that length rarely hold, are still compared one by one.
     list_members: HashMap<CellId, HashSet<InstanceId>>,
+    /// The listeners of each cell with more than `listeners::LISTENERS_SCANNED` of them, as a
+    /// set, so that a collector asks whether it listens already without a scan.
+    listener_sets: HashMap<CellId, HashSet<CollectorId>>,
     /// Requirement proxies that were connected and can be reused (see
     /// `Machine::connect_requirement`).
     free_proxies: Vec<CellId>,
@@ -1216,6 +1219,7 @@ impl Machine {
             wait_queue: Fifo::new(),
             proxy_listeners: HashMap::default(),
             list_members: HashMap::default(),
+            listener_sets: HashMap::default(),
             live_tasks: 0,
             host: Some(host),
             unique: 0,

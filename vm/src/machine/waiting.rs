@@ -146,6 +146,9 @@ impl Machine {
         }
         if let Some(listeners) = self.existing_xm(cell).and_then(|x| x.listeners.take()) {
             self.forget_seen(&listeners);
+            if !self.listener_sets.is_empty() {
+                self.listener_sets.remove(&cell);
+            }
         }
         let mut waiters = self.take_waiters(cell);
         while let Some(w) = self.wait_nodes.pop(&mut waiters) {
@@ -158,7 +161,7 @@ impl Machine {
     /// is given no element after its freeze, and the sets of a model's finished loops are
     /// megabytes at its peak.
     fn forget_seen(&mut self, listeners: &[CollectorId]) {
-        for &collector in listeners {
+        for &collector in listeners.iter().filter(|&&c| c != listeners::REMOVED_LISTENER) {
             if let Collector::For { seen, .. } = &mut self.collectors[collector as usize] {
                 *seen = HashSet::new();
             }
