@@ -1762,3 +1762,32 @@ fn pure_plugins_read_nothing_but_their_arguments() {
         assert_eq!(first, second, "std::{name}");
     }
 }
+
+/// A list or dict typed `object | Reference` passes without a walk of its elements, and the
+/// walk it skips would have passed every value: plain values, nulls, unknowns, instances,
+/// references, nested lists and dicts.
+#[test]
+fn lists_of_anything_pass_as_their_elements_would() {
+    let mut host = host();
+    let anything = super::types::Ty::from_python("Sequence[object | Reference]", "std");
+    let element = super::types::Ty::from_python("object | Reference", "std");
+    let values = vec![
+        s("a"),
+        i(1),
+        Value::NULL,
+        Value::Unknown,
+        Value::Instance(0),
+        env_ref("HOME"),
+        l(vec![i(2), env_ref("X")]),
+        d(vec![("k", env_ref("Y"))]),
+    ];
+    assert!(element.accepts_everything(), "{element:?}");
+    assert!(matches!(&anything, super::types::Ty::TypedList(e) if e.accepts_everything()), "{anything:?}");
+    for value in &values {
+        assert_eq!(element.validate(value, &mut host).ok(), Some(super::types::Check::Ok), "{value:?}");
+    }
+    assert_eq!(anything.validate(&l(values.clone()), &mut host).ok(), Some(super::types::Check::Ok));
+    let dict_of_anything = super::types::Ty::from_python("dict[str, object | Reference]", "std");
+    let entries: Vec<(&str, Value)> = vec![("a", values[0].clone()), ("r", values[5].clone())];
+    assert_eq!(dict_of_anything.validate(&d(entries), &mut host).ok(), Some(super::types::Check::Ok));
+}
