@@ -42,9 +42,18 @@ impl Machine {
         let kind = self.cells[cell as usize].kind();
         match kind {
             CellKind::List | CellKind::ListLiteral => {
-                let items = self.x(cell).items.to_vec();
-                for v in items {
-                    self.receive(collector, v, location)?;
+                // The elements so far, by place: a list only grows, so the first `len` stay
+                // what they were while the collector receives them (and may append to this
+                // very list). A collector done with the list (`is defined`, at its first
+                // element) is given no more of them: the reference hands it every element, but
+                // setting its answer again changes nothing, and a relation of n elements asked
+                // `is defined` n times cost n^2.
+                let len = self.x(cell).items.len();
+                for position in 0..len {
+                    let v = self.x(cell).items[position].clone();
+                    if self.receive(collector, v, location)? {
+                        break;
+                    }
                 }
                 let pure = self.collectors[collector as usize].pure_gradual();
                 if !self.cells[cell as usize].has_value() {
