@@ -497,6 +497,27 @@ fn members_asking_of_their_relation_evaluate_as_few_do() {
     );
 }
 
+/// A pattern that would backtrack longer than weft allows (the corpus case
+/// `typedefs/regex_with_a_backreference_that_backtracks_much` with forty `a`s instead of twenty,
+/// about 2^40 steps: Python's `re` would run for days) is reported as undecided, never as a
+/// value that does not match, which is what weft said before.
+#[test]
+fn patterns_that_backtrack_without_end_are_reported_undecided() {
+    let case = corpus().join("typedefs/regex_with_a_backreference_that_backtracks_much");
+    let source = std::fs::read_to_string(case.join("main.cf")).expect("readable");
+    let deep = source.replace(&format!("\"{}c\"", "a".repeat(20)), &format!("\"{}c\"", "a".repeat(40)));
+    assert_ne!(deep, source, "the case's value has twenty `a`s");
+    let scratch = std::env::temp_dir().join(format!("weft-undecided-regex-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).expect("scratch directory");
+    std::fs::write(scratch.join("main.cf"), deep).expect("writable");
+    let outcome = compile(&scratch);
+    let _ = std::fs::remove_dir_all(&scratch);
+    assert!(!outcome.ok);
+    let message = outcome.cause_message.unwrap_or_default();
+    assert!(message.starts_with("Could not decide whether"), "{message}");
+    assert!(!message.contains("does not match"), "{message}");
+}
+
 /// A value is validated along a chain of typedefs in a loop, not by recursion: 10,000
 /// typedefs evaluate on a stack of 4 MB. The recursion overflowed the CLI's 256 MB stack at
 /// a million typedefs, and a stack overflow aborts the process.

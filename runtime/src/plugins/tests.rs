@@ -1791,3 +1791,14 @@ fn lists_of_anything_pass_as_their_elements_would() {
     let entries: Vec<(&str, Value)> = vec![("a", values[0].clone()), ("r", values[5].clone())];
     assert_eq!(dict_of_anything.validate(&d(entries), &mut host).ok(), Some(super::types::Check::Ok));
 }
+
+/// A pattern that needs more backtracking than weft allows is undecided, not a mismatch; one
+/// that needs less, if much, decides as Python's `re` does.
+#[test]
+fn patterns_that_backtrack_too_long_are_undecided() {
+    let pattern = r"^(?:(a|a)*\1b|a+c)$";
+    let text = |n: usize| format!("{}c", "a".repeat(n));
+    assert_eq!(super::validate::regex_match(pattern, &text(20), true), Some(Ok(true)));
+    assert!(matches!(super::validate::regex_match(pattern, &text(40), true), Some(Err(_))));
+    assert_eq!(super::validate::regex_match(pattern, "b", true), Some(Ok(false)));
+}

@@ -89,7 +89,8 @@ pub(crate) fn std_typedef(name: &str, value: &Value) -> Option<Result<bool, Flow
 
 fn python_match(pattern: &str, value: &Value) -> bool {
     match value {
-        Value::Str(s) => regex_match(pattern, s, true).unwrap_or(false),
+        // std's own patterns need no backtracking, so none of them is left undecided.
+        Value::Str(s) => matches!(regex_match(pattern, s, true), Some(Ok(true))),
         _ => false,
     }
 }
@@ -168,7 +169,7 @@ fn translate_python_regex(pattern: &str) -> String {
 
 /// `re.match(pattern, text)` (`anchored`) or `re.search`; `None` for a pattern that does not
 /// compile.
-pub(crate) fn regex_match(pattern: &str, text: &str, anchored: bool) -> Option<bool> {
+pub(crate) fn regex_match(pattern: &str, text: &str, anchored: bool) -> Option<Result<bool, String>> {
     let key = (pattern.to_string(), anchored);
     let compiled = REGEXES.with_borrow_mut(|cache| {
         cache
@@ -176,11 +177,16 @@ pub(crate) fn regex_match(pattern: &str, text: &str, anchored: bool) -> Option<b
             .or_insert_with(|| {
                 let translated = translate_python_regex(pattern);
                 let full = if anchored { format!(r"\A(?:{translated})") } else { translated };
-                fancy_regex::Regex::new(&full).ok()
+                fancy_regex::RegexBuilder::new(&full)
+                    .backtrack_limit(weft_ir::program::REGEX_BACKTRACK_LIMIT)
+                    .build()
+                    .ok()
             })
             .clone()
     })?;
-    compiled.is_match(text).ok()
+    // An `Err` is a pattern that gave up after `REGEX_BACKTRACK_LIMIT` steps: undecided, which
+    // must not read as "no match".
+    Some(compiled.is_match(text).map_err(|e| e.to_string()))
 }
 
 /// `validate_type(fq_type_name, value, validation_parameters)`: `Ok(false)` where the
@@ -517,8 +523,9 @@ fn constr(value: &Value, params: &[(String, Value)]) -> Result<bool, Flow> {
     }
     if let Some(Value::Str(pattern)) = param(params, "pattern") {
         match regex_match(pattern, &text, false) {
-            Some(true) => {}
-            Some(false) => return Ok(false),
+            Some(Ok(true)) => {}
+            Some(Ok(false)) => return Ok(false),
+            Some(Err(why)) => return Err(undecided_regex(pattern, &why)),
             None => return Err(external("SchemaError", format!("Invalid regex pattern: {pattern}"))),
         }
     }
@@ -527,12 +534,25 @@ fn constr(value: &Value, params: &[(String, Value)]) -> Result<bool, Flow> {
         // The reference's `Regex` annotation runs on the original (unstripped) string value
         // after pydantic's own checks; `re.match` semantics.
         match regex_match(&pattern, &text, true) {
-            Some(true) => {}
-            Some(false) => return Ok(false),
+            Some(Ok(true)) => {}
+            Some(Ok(false)) => return Ok(false),
+            Some(Err(why)) => return Err(undecided_regex(&pattern, &why)),
             None => return Err(external("error", format!("invalid regular expression: {pattern}"))),
         }
     }
     Ok(true)
+}
+
+/// The error of a pattern that gave up before deciding whether a value matches.
+fn undecided_regex(pattern: &str, why: &str) -> Flow {
+    external(
+        "RuntimeError",
+        format!(
+            "could not decide whether the value matches {pattern}: {why}. weft gives up on a pattern after {} \
+             backtracking steps, where Python's `re` would go on",
+            weft_ir::program::REGEX_BACKTRACK_LIMIT
+        ),
+    )
 }
 
 // ---------------------------------------------------------------------------------------

@@ -1600,12 +1600,17 @@ impl OnePassPlan {
 }
 
 /// Whether a typedef's pattern matches: `engine` is the pattern as lowering translated and
-/// anchored it (Python's `re.match`), already validated by the frontend.
-fn regex_match(engine: &str, text: &str) -> bool {
+/// anchored it (Python's `re.match`), already validated by the frontend. `Err` says why it
+/// could not be decided: a pattern that backtracks (backreferences, lookaround) gave up after
+/// [`weft_ir::program::REGEX_BACKTRACK_LIMIT`] steps, which must not read as "no match".
+fn regex_match(engine: &str, text: &str) -> Result<bool, String> {
     thread_local! {
         static CACHE: std::cell::RefCell<HashMap<String, Option<fancy_regex::Regex>>> = Default::default();
     }
-    let matches = |re: &Option<fancy_regex::Regex>| re.as_ref().is_some_and(|re| re.is_match(text).unwrap_or(false));
+    let matches = |re: &Option<fancy_regex::Regex>| match re {
+        Some(re) => re.is_match(text).map_err(|e| e.to_string()),
+        None => Ok(false),
+    };
     CACHE.with(|c| {
         let mut c = c.borrow_mut();
         // Looked up by `&str`, once: every typedef check passes here, and only the first one
@@ -1613,7 +1618,10 @@ fn regex_match(engine: &str, text: &str) -> bool {
         if let Some(re) = c.get(engine) {
             return matches(re);
         }
-        let re = fancy_regex::Regex::new(engine).ok();
+        let re = fancy_regex::RegexBuilder::new(engine)
+            .backtrack_limit(weft_ir::program::REGEX_BACKTRACK_LIMIT)
+            .build()
+            .ok();
         let matched = matches(&re);
         c.insert(engine.to_string(), re);
         matched

@@ -223,7 +223,18 @@ impl Machine {
             Some(ok) => ok,
             None => {
                 let ok = match (&typedef.constraint, value) {
-                    (Constraint::Regex { engine, .. }, Value::Str(s)) => regex_match(engine, s),
+                    (Constraint::Regex { engine, .. }, Value::Str(s)) => match regex_match(engine, s) {
+                        Ok(matched) => matched,
+                        Err(why) => {
+                            return Err(rt(format!(
+                                "Could not decide whether {} matches the pattern of {}: {why}. weft gives up on \
+                                 a pattern after {} backtracking steps, where Python's `re` would go on",
+                                self.display_value(value),
+                                typedef.name,
+                                weft_ir::program::REGEX_BACKTRACK_LIMIT
+                            )));
+                        }
+                    },
                     (Constraint::Regex { .. }, other) => {
                         return Err(typing(format!(
                             "Regex can only be match with strings. {} is of type {}",
