@@ -600,12 +600,19 @@ fn discard(model: weft_runtime::export::Model) {
 
 /// Applies `--set NAME=VALUE` to the declared parameters.
 fn set_parameters(executable: &mut weft_vm::Executable, assignments: &[String]) -> Result<()> {
+    let program = executable.program.clone();
+    // By name, the first of a name as a scan finds it: a model may declare tens of thousands of
+    // parameters, and a run set as many.
+    let mut by_name: std::collections::HashMap<&str, &weft_ir::program::Parameter> =
+        std::collections::HashMap::with_capacity(program.parameters.len());
+    for parameter in &program.parameters {
+        by_name.entry(parameter.name.as_str()).or_insert(parameter);
+    }
     for assignment in assignments {
         let Some((name, text)) = assignment.split_once('=') else {
             anyhow::bail!("--set {assignment}: expected NAME=VALUE");
         };
-        let program = executable.program.clone();
-        let Some(parameter) = program.parameters.iter().find(|p| p.name == name) else {
+        let Some(&parameter) = by_name.get(name) else {
             let declared: Vec<&str> = program.parameters.iter().map(|p| p.name.as_str()).collect();
             if declared.is_empty() {
                 anyhow::bail!("--set {name}: the model declares no parameters (project.yml `weft: parameters:`)");
