@@ -690,17 +690,84 @@ fn is_python_source(path: &Path) -> bool {
 /// the element after each removed one is not looked at, and an ignored one right after
 /// another stays (and is named in the warning). `list.remove` takes out the first equal
 /// element.
-fn without_ignored_as_the_reference_loops(mut list: Vec<u32>, ignored: &HashSet<u32>) -> Vec<u32> {
+///
+/// Done as the reference does it, removing from the middle of the list, this costs n^2 for a
+/// resource that requires n ignored ones (10 s for 400,000). The same result comes from
+/// marking the removed places: a Fenwick tree over the places still in the list finds the one
+/// the loop's index stands for, and the first equal element still in the list is the front of
+/// its value's queue of places (the loop always removes the first).
+fn without_ignored_as_the_reference_loops(list: Vec<u32>, ignored: &HashSet<u32>) -> Vec<u32> {
+    if !list.iter().any(|item| ignored.contains(item)) {
+        return list;
+    }
+    let mut places_of: HashMap<u32, std::collections::VecDeque<usize>> = HashMap::new();
+    for (place, item) in list.iter().enumerate() {
+        if ignored.contains(item) {
+            places_of.entry(*item).or_default().push_back(place);
+        }
+    }
+    let mut remaining = PlacesRemaining::all(list.len());
+    let mut kept = vec![true; list.len()];
     let mut position = 0;
-    while position < list.len() {
-        let item = list[position];
-        if ignored.contains(&item) {
-            let first = list.iter().position(|&i| i == item).expect("the item is in the list");
-            list.remove(first);
+    while position < remaining.count {
+        let item = list[remaining.nth(position)];
+        if let Some(first) = places_of.get_mut(&item).and_then(|places| places.pop_front()) {
+            kept[first] = false;
+            remaining.remove(first);
         }
         position += 1;
     }
-    list
+    list.into_iter().zip(kept).filter_map(|(item, kept)| kept.then_some(item)).collect()
+}
+
+/// The places of a list still in it, as a Fenwick tree of ones and zeros: removing a place and
+/// finding the n-th remaining one each take O(log n).
+struct PlacesRemaining {
+    /// `tree[i]` (1-based) counts the remaining places in `(i - lowbit(i), i]`.
+    tree: Vec<usize>,
+    count: usize,
+}
+
+impl PlacesRemaining {
+    fn all(len: usize) -> PlacesRemaining {
+        let mut tree = vec![0; len + 1];
+        for i in 1..=len {
+            tree[i] += 1;
+            let parent = i + (i & i.wrapping_neg());
+            if parent <= len {
+                tree[parent] += tree[i];
+            }
+        }
+        PlacesRemaining { tree, count: len }
+    }
+
+    fn remove(&mut self, place: usize) {
+        let mut i = place + 1;
+        while i < self.tree.len() {
+            self.tree[i] -= 1;
+            i += i & i.wrapping_neg();
+        }
+        self.count -= 1;
+    }
+
+    /// The place of the `n`-th remaining element (from 0); `n` is below `count`.
+    fn nth(&self, n: usize) -> usize {
+        let len = self.tree.len() - 1;
+        let mut at = 0;
+        let mut left = n + 1;
+        let mut step = if len == 0 { 0 } else { 1 << (usize::BITS - 1 - len.leading_zeros()) };
+        while step > 0 {
+            let next = at + step;
+            if next <= len && self.tree[next] < left {
+                at = next;
+                left -= self.tree[next];
+            }
+            step >>= 1;
+        }
+        // `at` is the last 1-based index with fewer than `n + 1` remaining up to it, so the
+        // element is at 1-based `at + 1`, place `at`.
+        at
+    }
 }
 
 #[cfg(test)]
@@ -728,6 +795,37 @@ mod tests {
                 kept.to_vec(),
                 "{initial:?}"
             );
+        }
+    }
+
+    /// The reference's loop itself: removing from the middle of the list while looping over it.
+    fn as_python_loops(mut list: Vec<u32>, ignored: &HashSet<u32>) -> Vec<u32> {
+        let mut position = 0;
+        while position < list.len() {
+            let item = list[position];
+            if ignored.contains(&item) {
+                let first = list.iter().position(|&i| i == item).expect("the item is in the list");
+                list.remove(first);
+            }
+            position += 1;
+        }
+        list
+    }
+
+    /// Every list of up to seven elements over four values, two of them ignored, loses the
+    /// same elements as the reference's loop takes out.
+    #[test]
+    fn ignored_requirements_are_dropped_as_the_loop_drops_them_for_every_small_list() {
+        let ignored: HashSet<u32> = [0, 1].into_iter().collect();
+        for len in 0..=7u32 {
+            for code in 0..4u32.pow(len) {
+                let list: Vec<u32> = (0..len).map(|i| code / 4u32.pow(i) % 4).collect();
+                assert_eq!(
+                    without_ignored_as_the_reference_loops(list.clone(), &ignored),
+                    as_python_loops(list.clone(), &ignored),
+                    "{list:?}"
+                );
+            }
         }
     }
 
