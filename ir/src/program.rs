@@ -252,12 +252,6 @@ pub struct ValueType {
     pub nullable: bool,
 }
 
-/// How many backtracking steps a regex (a typedef's pattern, a plugin's) may take to decide
-/// whether it matches, where it needs backtracking at all (backreferences, lookaround). Python's
-/// `re` has no limit, and may take minutes or years on such a pattern; weft stops after about a
-/// second of work and says it could not decide, rather than answer either way.
-pub const REGEX_BACKTRACK_LIMIT: usize = 100_000_000;
-
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Typedef {
     /// Fully qualified.

@@ -35,6 +35,7 @@
 pub mod bytecode;
 pub mod fifo;
 mod machine;
+pub mod patterns;
 pub mod table;
 pub mod verify;
 

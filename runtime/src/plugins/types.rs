@@ -138,14 +138,14 @@ impl Ty {
         }
     }
 
-    /// Validates a value as `Type.validate` does. Unknowns pass every check but `null`'s and
-    /// references'.
     /// Whether [`Ty::validate`] passes every value, with no question to the host:
     /// `object | Reference` (a reference passes `Reference[object]`, anything else `object`).
     pub(crate) fn accepts_everything(&self) -> bool {
         matches!(self, Ty::OrRef(inner) if **inner == Ty::Any)
     }
 
+    /// Validates a value as `Type.validate` does. Unknowns pass every check but `null`'s and
+    /// references'.
     pub(crate) fn validate(&self, value: &Value, host: &mut dyn PluginHost) -> Result<Check, PluginError> {
         let ok = |b: bool| if b { Check::Ok } else { Check::Mismatch };
         Ok(match self {

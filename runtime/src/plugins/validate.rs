@@ -168,7 +168,7 @@ fn translate_python_regex(pattern: &str) -> String {
 }
 
 /// `re.match(pattern, text)` (`anchored`) or `re.search`; `None` for a pattern that does not
-/// compile.
+/// compile, `Some(Err)` with the reason for one that gave up (`weft_vm::patterns::is_match`).
 pub(crate) fn regex_match(pattern: &str, text: &str, anchored: bool) -> Option<Result<bool, String>> {
     let key = (pattern.to_string(), anchored);
     let compiled = REGEXES.with_borrow_mut(|cache| {
@@ -177,16 +177,11 @@ pub(crate) fn regex_match(pattern: &str, text: &str, anchored: bool) -> Option<R
             .or_insert_with(|| {
                 let translated = translate_python_regex(pattern);
                 let full = if anchored { format!(r"\A(?:{translated})") } else { translated };
-                fancy_regex::RegexBuilder::new(&full)
-                    .backtrack_limit(weft_ir::program::REGEX_BACKTRACK_LIMIT)
-                    .build()
-                    .ok()
+                weft_vm::patterns::build(&full).ok()
             })
             .clone()
     })?;
-    // An `Err` is a pattern that gave up after `REGEX_BACKTRACK_LIMIT` steps: undecided, which
-    // must not read as "no match".
-    Some(compiled.is_match(text).map_err(|e| e.to_string()))
+    Some(weft_vm::patterns::is_match(&compiled, text))
 }
 
 /// `validate_type(fq_type_name, value, validation_parameters)`: `Ok(false)` where the
@@ -545,14 +540,7 @@ fn constr(value: &Value, params: &[(String, Value)]) -> Result<bool, Flow> {
 
 /// The error of a pattern that gave up before deciding whether a value matches.
 fn undecided_regex(pattern: &str, why: &str) -> Flow {
-    external(
-        "RuntimeError",
-        format!(
-            "could not decide whether the value matches {pattern}: {why}. weft gives up on a pattern after {} \
-             backtracking steps, where Python's `re` would go on",
-            weft_ir::program::REGEX_BACKTRACK_LIMIT
-        ),
-    )
+    external("RuntimeError", format!("could not decide whether the value matches {pattern}: {why}"))
 }
 
 // ---------------------------------------------------------------------------------------

@@ -1601,14 +1601,13 @@ impl OnePassPlan {
 
 /// Whether a typedef's pattern matches: `engine` is the pattern as lowering translated and
 /// anchored it (Python's `re.match`), already validated by the frontend. `Err` says why it
-/// could not be decided: a pattern that backtracks (backreferences, lookaround) gave up after
-/// [`weft_ir::program::REGEX_BACKTRACK_LIMIT`] steps, which must not read as "no match".
+/// could not be decided (see [`crate::patterns::is_match`]).
 fn regex_match(engine: &str, text: &str) -> Result<bool, String> {
     thread_local! {
         static CACHE: std::cell::RefCell<HashMap<String, Option<fancy_regex::Regex>>> = Default::default();
     }
     let matches = |re: &Option<fancy_regex::Regex>| match re {
-        Some(re) => re.is_match(text).map_err(|e| e.to_string()),
+        Some(re) => crate::patterns::is_match(re, text),
         None => Ok(false),
     };
     CACHE.with(|c| {
@@ -1618,10 +1617,7 @@ fn regex_match(engine: &str, text: &str) -> Result<bool, String> {
         if let Some(re) = c.get(engine) {
             return matches(re);
         }
-        let re = fancy_regex::RegexBuilder::new(engine)
-            .backtrack_limit(weft_ir::program::REGEX_BACKTRACK_LIMIT)
-            .build()
-            .ok();
+        let re = crate::patterns::build(engine).ok();
         let matched = matches(&re);
         c.insert(engine.to_string(), re);
         matched

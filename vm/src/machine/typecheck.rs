@@ -227,11 +227,9 @@ impl Machine {
                         Ok(matched) => matched,
                         Err(why) => {
                             return Err(rt(format!(
-                                "Could not decide whether {} matches the pattern of {}: {why}. weft gives up on \
-                                 a pattern after {} backtracking steps, where Python's `re` would go on",
+                                "Could not decide whether {} matches the pattern of {}: {why}",
                                 self.display_value(value),
-                                typedef.name,
-                                weft_ir::program::REGEX_BACKTRACK_LIMIT
+                                typedef.name
                             )));
                         }
                     },
