@@ -38,21 +38,34 @@ struct KeyIndex {
 }
 
 impl KeyIndex {
+    fn with_capacity(capacity: usize) -> KeyIndex {
+        KeyIndex { hasher: hashbrown::DefaultHashBuilder::default(), positions: HashTable::with_capacity(capacity) }
+    }
+
     /// The positions of `entries`, whose keys are distinct.
     fn of(entries: &[Entry]) -> KeyIndex {
-        let hasher = hashbrown::DefaultHashBuilder::default();
-        let mut positions: HashTable<u32> = HashTable::with_capacity(entries.len());
-        for (position, (key, _)) in entries.iter().enumerate() {
-            positions
-                .insert_unique(hasher.hash_one(&**key), position as u32, |&p| hasher.hash_one(&*entries[p as usize].0));
+        let mut index = KeyIndex::with_capacity(entries.len());
+        for position in 0..entries.len() {
+            index.insert(entries, position);
         }
-        KeyIndex { hasher, positions }
+        index
     }
 
     /// The position of `key` among `entries`, if it is there.
     fn find(&self, entries: &[Entry], key: &str) -> Option<usize> {
         let hash = self.hasher.hash_one(key);
         self.positions.find(hash, |&position| *entries[position as usize].0 == *key).map(|&p| p as usize)
+    }
+
+    /// Adds the entry at `position`, whose key the table does not hold yet.
+    fn insert(&mut self, entries: &[Entry], position: usize) {
+        // A dict's length is bounded by memory long before `u32::MAX` entries (each is 40
+        // bytes), but the position must not wrap if one ever is.
+        let position = u32::try_from(position).expect("a dict of fewer than 2^32 entries");
+        let hasher = &self.hasher;
+        self.positions.insert_unique(hasher.hash_one(&*entries[position as usize].0), position, |&p| {
+            hasher.hash_one(&*entries[p as usize].0)
+        });
     }
 }
 
@@ -77,19 +90,14 @@ impl Dict {
         }
         // The repeated keys are found through a table of their own, dropped once the dict is
         // made (see the type's documentation).
-        let hasher = hashbrown::DefaultHashBuilder::default();
-        let mut positions: HashTable<u32> = HashTable::with_capacity(pairs.len());
+        let mut index = KeyIndex::with_capacity(pairs.len());
         let mut entries: Vec<Entry> = Vec::with_capacity(pairs.len());
         for (key, value) in pairs {
-            let hash = hasher.hash_one(&*key);
-            match positions.find(hash, |&position| entries[position as usize].0 == key) {
-                Some(&position) => entries[position as usize].1 = value,
+            match index.find(&entries, &key) {
+                Some(position) => entries[position].1 = value,
                 None => {
-                    // A dict's length is bounded by memory long before `u32::MAX` entries
-                    // (each is 40 bytes), but the position must not wrap if one ever is.
-                    let position = u32::try_from(entries.len()).expect("a dict of fewer than 2^32 entries");
-                    positions.insert_unique(hash, position, |&p| hasher.hash_one(&*entries[p as usize].0));
                     entries.push((key, value));
+                    index.insert(&entries, entries.len() - 1);
                 }
             }
         }
