@@ -287,7 +287,7 @@ fn deep_diamond_hierarchies_evaluate_as_shallow_ones_do() {
         ("inheritance/diamond_descendant_rejected_by_unrelated_relation", Diamond::UnrelatedRelation),
         ("inheritance/diamond_descendant_without_the_attribute_given", Diamond::UnknownAttribute),
     ] {
-        check_deepened(case, &diamond_model(12, variant), &diamond_model(60, variant));
+        check_deepened(case, |size| diamond_model(size, variant), 60);
     }
 }
 
@@ -324,7 +324,7 @@ fn chain_model(depth: usize) -> String {
 /// time: quadratic in the length, a minute for this chain in a release build.
 #[test]
 fn long_inheritance_chains_evaluate_as_short_ones_do() {
-    check_deepened("inheritance/chain_of_entities", &chain_model(12), &chain_model(20_000));
+    check_deepened("inheritance/chain_of_entities", chain_model, 20_000);
 }
 
 /// A top level of `count` variables, each the one before: at twelve the corpus case
@@ -361,8 +361,8 @@ fn typedef_chain_model(count: usize) -> String {
 /// 10,000).
 #[test]
 fn long_chains_of_variables_and_typedefs_evaluate_as_short_ones_do() {
-    check_deepened("variables/chain_of_assignments", &assignment_chain_model(12), &assignment_chain_model(100_000));
-    check_deepened("typedefs/chain_of_typedefs", &typedef_chain_model(12), &typedef_chain_model(10_000));
+    check_deepened("variables/chain_of_assignments", assignment_chain_model, 100_000);
+    check_deepened("typedefs/chain_of_typedefs", typedef_chain_model, 10_000);
 }
 
 /// `count` variables, then a list literal and a dict literal that read every one of them: at
@@ -381,11 +381,7 @@ fn literal_of_variables_model(count: usize) -> String {
 /// release build); beyond sixteen they are sorted and searched (`Values`).
 #[test]
 fn literals_reading_many_variables_evaluate_as_small_ones_do() {
-    check_deepened(
-        "variables/literals_reading_many_variables",
-        &literal_of_variables_model(12),
-        &literal_of_variables_model(100_000),
-    );
+    check_deepened("variables/literals_reading_many_variables", literal_of_variables_model, 100_000);
 }
 
 /// `count` instances, each given its attribute by an assignment of its own, in one block: at
@@ -413,11 +409,7 @@ fn assigned_attributes_model(count: usize) -> String {
 /// of the block's variables (6.5 s for 200,000).
 #[test]
 fn blocks_of_many_attribute_assignments_evaluate_as_small_ones_do() {
-    check_deepened(
-        "attributes/many_attributes_assigned_in_one_block",
-        &assigned_attributes_model(12),
-        &assigned_attributes_model(100_000),
-    );
+    check_deepened("attributes/many_attributes_assigned_in_one_block", assigned_attributes_model, 100_000);
 }
 
 /// `count` questions `h.nodes is defined`, asked before the `count` elements of the relation
@@ -449,11 +441,7 @@ std::print(std::len(answers) == {count})
 /// each answered listener was removed from the middle of the list (4.4 s for 160,000).
 #[test]
 fn many_listeners_of_one_relation_evaluate_as_few_do() {
-    check_deepened(
-        "relations/is_defined_asked_of_one_relation_by_many",
-        &is_defined_model(12),
-        &is_defined_model(100_000),
-    );
+    check_deepened("relations/is_defined_asked_of_one_relation_by_many", is_defined_model, 100_000);
 }
 
 /// `count` members of a relation, each asking `is defined` of it in its implementation, once
@@ -490,11 +478,7 @@ std::print(std::len(answers) == {count})
 /// that is done (`is defined`, at the first element) is now handed no more.
 #[test]
 fn members_asking_of_their_relation_evaluate_as_few_do() {
-    check_deepened(
-        "relations/is_defined_asked_of_a_growing_relation_by_its_members",
-        &members_asking_model(12),
-        &members_asking_model(40_000),
-    );
+    check_deepened("relations/is_defined_asked_of_a_growing_relation_by_its_members", members_asking_model, 40_000);
 }
 
 /// A pattern that would backtrack longer than weft allows (the corpus case
@@ -523,12 +507,7 @@ fn patterns_that_backtrack_without_end_are_reported_undecided() {
 /// a million typedefs, and a stack overflow aborts the process.
 #[test]
 fn long_chains_of_typedefs_validate_without_recursion() {
-    check_deepened_on_stack(
-        "typedefs/chain_of_typedefs",
-        &typedef_chain_model(12),
-        &typedef_chain_model(10_000),
-        4 << 20,
-    );
+    check_deepened_on_stack("typedefs/chain_of_typedefs", typedef_chain_model, 10_000, 4 << 20);
 }
 
 /// A dict literal of `count` keys: at twelve the corpus case
@@ -549,7 +528,7 @@ fn dict_literal_model(count: usize) -> String {
 /// check for a repeated key compared each key with every earlier one (9 s for 100,000).
 #[test]
 fn large_dict_literals_evaluate_as_small_ones_do() {
-    check_deepened("lists_dicts/dict_literal_of_many_keys", &dict_literal_model(12), &dict_literal_model(100_000));
+    check_deepened("lists_dicts/dict_literal_of_many_keys", dict_literal_model, 100_000);
 }
 
 /// An entity of `count` attributes, a constructor given most of them through two `**` dicts
@@ -595,7 +574,7 @@ fn constructors_given_many_attributes_by_splats_evaluate_as_small_ones_do() {
         ("constructors/splats_of_many_attributes", false),
         ("constructors/splats_of_many_attributes_repeating_one", true),
     ] {
-        check_deepened(case, &splat_model(12, repeat), &splat_model(40_000, repeat));
+        check_deepened(case, |size| splat_model(size, repeat), 40_000);
     }
 }
 
@@ -647,11 +626,7 @@ fn dict_lookup_model(count: usize) -> String {
 /// does a large `Dict` now).
 #[test]
 fn lookups_in_large_dicts_evaluate_as_in_small_ones() {
-    check_deepened(
-        "lists_dicts/lookups_and_comparisons_of_a_large_dict",
-        &dict_lookup_model(12),
-        &dict_lookup_model(100_000),
-    );
+    check_deepened("lists_dicts/lookups_and_comparisons_of_a_large_dict", dict_lookup_model, 100_000);
 }
 
 /// One `implement` of `count` implementations for a hundred instances: at twelve the corpus
@@ -682,11 +657,7 @@ fn implementations_model(count: usize) -> String {
 /// quadratic in their number, 5.8 s for 20,000 in a release build.
 #[test]
 fn entities_of_many_implementations_evaluate_as_those_of_few_do() {
-    check_deepened(
-        "implementations/many_implementations_of_one_entity",
-        &implementations_model(12),
-        &implementations_model(40_000),
-    );
+    check_deepened("implementations/many_implementations_of_one_entity", implementations_model, 40_000);
 }
 
 /// An entity of `count` attributes with defaults, extended twice: at twelve the corpus case
@@ -721,7 +692,7 @@ fn wide_entity_model(count: usize) -> String {
 /// each name by a scan of those before it (5.5 s for 40,000 in a release build).
 #[test]
 fn entities_of_many_attributes_evaluate_as_those_of_few_do() {
-    check_deepened("attributes/entity_of_many_attributes", &wide_entity_model(12), &wide_entity_model(100_000));
+    check_deepened("attributes/entity_of_many_attributes", wide_entity_model, 100_000);
 }
 
 /// `count` entities, each with an index and an instance: at twelve the corpus case
@@ -746,27 +717,31 @@ fn many_entities_model(count: usize) -> String {
 /// work per entity grows with the number of entities.
 #[test]
 fn models_of_many_entities_evaluate_as_those_of_few_do() {
-    check_deepened("indexes/many_entities_with_an_index_each", &many_entities_model(12), &many_entities_model(40_000));
+    check_deepened("indexes/many_entities_with_an_index_each", many_entities_model, 40_000);
 }
 
 /// The stack of the thread `weft` evaluates on (`WORKER_STACK` in the CLI).
 const WORKER_STACK: usize = 256 << 20;
 
-/// Checks that the corpus case `case` is the model `shallow`, then that the model `deep`
-/// evaluates within a deadline to the same status, prints and error kind as the case, on a
-/// thread with the stack `weft` evaluates on.
-fn check_deepened(case: &str, shallow: &str, deep: &str) {
-    check_deepened_on_stack(case, shallow, deep, WORKER_STACK);
+/// The size of every shape's corpus case: twelve levels, entities, keys, attributes.
+const RECORDED_SIZE: usize = 12;
+
+/// Checks that the corpus case `case` is `model` at [`RECORDED_SIZE`], then that `model` at
+/// `deep` evaluates within a deadline to the same status, prints and error kind as the case,
+/// on a thread with the stack `weft` evaluates on.
+fn check_deepened(case: &str, model: impl Fn(usize) -> String, deep: usize) {
+    check_deepened_on_stack(case, model, deep, WORKER_STACK);
 }
 
 /// [`check_deepened`] on a thread of `stack` bytes.
-fn check_deepened_on_stack(case: &str, shallow: &str, deep: &str, stack: usize) {
+fn check_deepened_on_stack(case: &str, model: impl Fn(usize) -> String, deep: usize, stack: usize) {
     const DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
+    let (shallow, deep) = (model(RECORDED_SIZE), model(deep));
     let recorded = corpus().join(case);
     assert_eq!(
         std::fs::read_to_string(recorded.join("main.cf")).expect("readable"),
         shallow,
-        "{case} is the shallow model"
+        "{case} is the model at its recorded size"
     );
     let scratch = std::env::temp_dir().join(format!("weft-deepened-{}", std::process::id())).join(case);
     std::fs::create_dir_all(&scratch).expect("scratch directory");
