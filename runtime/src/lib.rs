@@ -88,6 +88,7 @@ pub fn run(executable: &Executable, options: &Options) -> (Outcome, Option<expor
     let program = executable.program.clone();
     let host = RuntimeHost {
         prints: Vec::new(),
+        python: python::Servers::default(),
         prepared: Vec::new(),
         modules: options.modules.clone(),
         facts: options.facts.clone(),
@@ -103,6 +104,7 @@ pub fn run(executable: &Executable, options: &Options) -> (Outcome, Option<expor
         Ok(iterations) => outcome.iterations = iterations,
         Err(errors) => outcome.errors = errors.into_iter().map(|e| to_diagnostic(&program, e)).collect(),
     }
+    machine.with_host(|host| host.finish());
     outcome.prints = take_prints(&mut machine);
     let model = succeeded.then(|| export::Model::new(machine));
     (outcome, model)
@@ -172,6 +174,9 @@ pub fn to_diagnostic(program: &Program, error: EvalError) -> Diagnostic {
 /// The host the VM calls back into: plugins and their output.
 struct RuntimeHost {
     prints: Vec<String>,
+    /// The Python servers of this evaluation; before `modules`, whose sandboxes they import
+    /// from, so that they stop first.
+    python: python::Servers,
     /// Per plugin of the program (`PluginId`), once called.
     prepared: Vec<Option<Arc<plugins::Prepared>>>,
     modules: modules::Modules,
@@ -216,6 +221,10 @@ impl Host for RuntimeHost {
 
     fn take_prints(&mut self) -> Vec<String> {
         std::mem::take(&mut self.prints)
+    }
+
+    fn finish(&mut self) {
+        self.python = python::Servers::default();
     }
 }
 
@@ -288,7 +297,17 @@ impl RuntimeHost {
         let args = args.into_iter().map(|v| bridge_value(machine, v)).collect::<Result<Vec<_>, _>>()?;
         let kwargs =
             kwargs.into_iter().map(|(k, v)| Ok((k, bridge_value(machine, v)?))).collect::<Result<Vec<_>, _>>()?;
-        match python::call(self.modules.sandboxes(), &package, &module, &signature.name, args, kwargs) {
+        let called = python::call(
+            self.modules.sandboxes(),
+            &mut self.python,
+            &package,
+            &module,
+            &signature.name,
+            args,
+            kwargs,
+            &mut self.prints,
+        );
+        match called {
             Ok(v) => Ok(v),
             Err(python::BridgeError::Python(class, message)) => Err(PluginFailure::Error(EvalError::wrap(
                 ErrorKind::ExternalException,

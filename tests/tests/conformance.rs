@@ -384,6 +384,57 @@ fn literals_reading_many_variables_evaluate_as_small_ones_do() {
     check_deepened("variables/literals_reading_many_variables", literal_of_variables_model, 100_000);
 }
 
+/// `count` instances, each calling two Python plugins of the case's module `pm`, which count
+/// the calls: at twelve the corpus case `plugins/python_plugin_called_per_instance`.
+fn python_calls_model(count: usize) -> String {
+    let lines = [
+        "# Every instance calls two Python plugins of its module, which count the calls.",
+        "import pm",
+        "",
+        "entity Item:",
+        "    int n",
+        "    int id",
+        "end",
+        "index Item(n)",
+        "implement Item using std::none",
+        "",
+        &format!("for i in std::sequence({count}):"),
+        "    Item(n=pm::double(i), id=pm::next_id())",
+        "end",
+        "first = pm::next_id()",
+        "item7 = Item[n=14]",
+        "seventh = item7.id",
+        "std::print(\"first={{first}} seventh={{seventh}}\")",
+    ];
+    lines.join("\n") + "\n"
+}
+
+/// 10,000 calls of a module's Python plugins evaluate as the corpus case's 24 do, with the
+/// module's state kept between calls. Each call started a `python3` of its own (about 90 ms
+/// here, and the count restarted at each); one server now answers them all (0.24 s).
+#[test]
+fn python_plugins_called_per_instance_evaluate_as_a_few_calls_do() {
+    check_deepened("plugins/python_plugin_called_per_instance", python_calls_model, 5_000);
+}
+
+/// A host evaluates a program again and again with the same options (and so the same
+/// modules): each evaluation gets its own Python servers, so the plugins' module state starts
+/// afresh each time, as it does in each of the reference's compiles.
+#[test]
+fn python_plugin_state_does_not_carry_into_the_next_evaluation() {
+    let dir = corpus().join("plugins/python_plugin_keeps_module_state");
+    let arena = bumpalo::Bump::new();
+    let compiled = weft_frontend::compile(&arena, &dir, &weft_frontend::project::LoadOptions { python_env: None });
+    let program = std::sync::Arc::new(compiled.lowered.expect("the case compiles"));
+    let modules = weft_runtime::modules::Modules::from_dirs(compiled.project.module_dirs());
+    let options = weft_runtime::Options { modules, ..weft_runtime::Options::default() };
+    let first = weft_runtime::evaluate(program.clone(), &options);
+    let second = weft_runtime::evaluate(program, &options);
+    assert!(first.errors.is_empty(), "{:?}", first.errors);
+    assert_eq!(first.prints, ["a=1 b=2", "x=100 y=101 x2=100"]);
+    assert_eq!(second.prints, first.prints);
+}
+
 /// `count` instances, each given its attribute by an assignment of its own, in one block: at
 /// twelve the corpus case `attributes/many_attributes_assigned_in_one_block`.
 fn assigned_attributes_model(count: usize) -> String {
@@ -745,6 +796,10 @@ fn check_deepened_on_stack(case: &str, model: impl Fn(usize) -> String, deep: us
     );
     let scratch = std::env::temp_dir().join(format!("weft-deepened-{}", std::process::id())).join(case);
     std::fs::create_dir_all(&scratch).expect("scratch directory");
+    // The case's own modules, if it has any, come along.
+    if recorded.join("libs").is_dir() {
+        weft_tests::scratch::copy_tree(&recorded.join("libs"), &scratch.join("libs"));
+    }
     std::fs::write(scratch.join("main.cf"), deep).expect("writable");
     let (sender, received) = std::sync::mpsc::channel();
     let dir = scratch.clone();

@@ -253,6 +253,10 @@ pub trait Host: Send + Sync {
         Vec::new()
     }
 
+    /// The evaluation is over: the host lets go of what it held for plugins outside the
+    /// process (the runtime's Python servers), so that the next evaluation starts afresh.
+    fn finish(&mut self) {}
+
     /// The primitive type a reference resolves to (`Reference[T]`'s `T`), when the host knows
     /// its class: an attribute takes a reference to a value of its own type or of a subtype.
     fn reference_resolves_to(&self, _reference: &Reference) -> Option<Primitive> {
