@@ -120,6 +120,38 @@ pub fn trivial_project() -> PathBuf {
     dir
 }
 
+/// A project whose `instances` entities each call two Python plugins of its module `pm` (one
+/// counting the calls in module state): the corpus case `plugins/python_plugin_called_per_instance`
+/// at another size. Written under [`models_dir`] on first use (and when it differs).
+pub fn python_plugin_project(instances: u32) -> PathBuf {
+    const PLUGINS: &str = "from inmanta.plugins import plugin\n\n_counter = 0\n\n\n@plugin\ndef next_id() -> \"int\":\n    \
+                           global _counter\n    _counter += 1\n    return _counter\n\n\n@plugin\ndef double(x: \"int\") -> \
+                           \"int\":\n    return 2 * x\n";
+    const MODULE_YML: &str = "name: pm\nversion: 0.1.0\nlicense: ASL 2.0\n";
+    let main_cf = format!(
+        "import pm\n\nentity Item:\n    int n\n    int id\nend\nindex Item(n)\nimplement Item using std::none\n\n\
+         for i in std::sequence({instances}):\n    Item(n=pm::double(i), id=pm::next_id())\nend\n\
+         first = pm::next_id()\nstd::print(\"first={{{{first}}}}\")\n"
+    );
+    let dir = models_dir().join(format!("python-calls-{instances}"));
+    let files = [
+        ("main.cf", main_cf.as_str()),
+        ("libs/pm/module.yml", MODULE_YML),
+        ("libs/pm/model/_init.cf", ""),
+        ("libs/pm/plugins/__init__.py", PLUGINS),
+    ];
+    for (name, text) in files {
+        let path = dir.join(name);
+        if fs::read_to_string(&path).is_ok_and(|t| t == text) {
+            continue;
+        }
+        let parent = path.parent().expect("a file in the project");
+        fs::create_dir_all(parent).unwrap_or_else(|e| panic!("cannot create {}: {e}", parent.display()));
+        fs::write(&path, text).unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+    }
+    dir
+}
+
 /// The `weft` binary of this workspace's release profile, built first if needed.
 ///
 /// A bench of the binary must not time a stale build, so this runs

@@ -139,7 +139,8 @@ struct ProjectArgs {
     /// commands that evaluate, an artifact built by `weft build`.
     #[arg(default_value = ".")]
     project: PathBuf,
-    /// A Python environment whose site-packages hold v2 modules; defaults to `$VIRTUAL_ENV`.
+    /// A Python environment whose site-packages hold v2 modules, and whose `bin/python3` runs
+    /// the modules' Python plugins; defaults to `$VIRTUAL_ENV`.
     #[arg(long, value_name = "PATH")]
     python_env: Option<PathBuf>,
     /// How diagnostics are printed.
@@ -164,8 +165,19 @@ fn parse_jobs(text: &str) -> Result<NonZeroUsize, String> {
 
 impl ProjectArgs {
     fn load_options(&self) -> LoadOptions {
-        let python_env = self.python_env.clone().or_else(|| std::env::var_os("VIRTUAL_ENV").map(PathBuf::from));
-        LoadOptions { python_env }
+        LoadOptions { python_env: self.python_env() }
+    }
+
+    fn python_env(&self) -> Option<PathBuf> {
+        self.python_env.clone().or_else(|| std::env::var_os("VIRTUAL_ENV").map(PathBuf::from))
+    }
+
+    /// The Python environment's interpreter, which runs the modules' own Python plugins so
+    /// that they import what the environment holds; `None` (`python3` from `PATH`) without an
+    /// environment or when it has no `bin/python3`.
+    fn python_interpreter(&self) -> Option<PathBuf> {
+        let interpreter = self.python_env()?.join("bin").join("python3");
+        interpreter.is_file().then_some(interpreter)
     }
 }
 
@@ -569,6 +581,7 @@ fn evaluate(project: &ProjectArgs, inputs: &InputArgs, keep_model: bool) -> Resu
             // reference keeps it when it compiles in the project; an artifact has no
             // project, so its runs use `data/` in the working directory.
             data_dir: (!is_artifact(&project.project)).then(|| project.project.join("data")),
+            python: project.python_interpreter(),
         };
         evaluated.loaded = started.elapsed();
         let (outcome, model) = weft_runtime::run(executable, &options);

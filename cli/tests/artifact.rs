@@ -286,3 +286,39 @@ fn python_plugins_unpacked_for_a_run_are_removed_when_it_ends() {
         assert!(left.is_empty(), "{command} left {} entries in its temporary directory", left.len());
     }
 }
+
+#[test]
+fn python_plugins_run_with_the_python_environments_interpreter() {
+    // The environment's `bin/python3` marks the plugins it runs; `python3` from `PATH` does not.
+    let scratch = Scratch::new("artifact", "python-interpreter");
+    let module = scratch.path("project/libs/pm");
+    std::fs::create_dir_all(module.join("model")).expect("the module's directories");
+    std::fs::create_dir_all(module.join("plugins")).expect("the module's directories");
+    std::fs::write(module.join("module.yml"), "name: pm\nversion: 0.1.0\nlicense: ASL 2.0\n").expect("writable");
+    std::fs::write(module.join("model/_init.cf"), "").expect("writable");
+    std::fs::write(
+        module.join("plugins/__init__.py"),
+        "import os\nfrom inmanta.plugins import plugin\n\n@plugin\ndef interpreter() -> \"string\":\n    return \
+         os.environ.get(\"WEFT_TEST_INTERPRETER\", \"python3 from PATH\")\n",
+    )
+    .expect("writable");
+    std::fs::write(scratch.path("project/main.cf"), "import pm\nstd::print(pm::interpreter())\n").expect("writable");
+    let bin = scratch.path("venv/bin");
+    std::fs::create_dir_all(&bin).expect("the environment's bin");
+    std::fs::write(bin.join("python3"), "#!/bin/sh\nWEFT_TEST_INTERPRETER=environment exec python3 \"$@\"\n")
+        .expect("writable");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(bin.join("python3"), std::fs::Permissions::from_mode(0o755)).expect("executable");
+    }
+    succeeded(&weft(&scratch.0, &["build", "project", "-o", "model.weft"], &[]));
+    for target in ["project", "model.weft"] {
+        let plain = succeeded(&weft(&scratch.0, &["compile", target], &[]));
+        assert_eq!(plain, "python3 from PATH\n", "{target}");
+        let in_environment = succeeded(&weft(&scratch.0, &["compile", target, "--python-env", "venv"], &[]));
+        assert_eq!(in_environment, "environment\n", "{target}");
+        let through_variable = succeeded(&weft(&scratch.0, &["compile", target], &[("VIRTUAL_ENV", "venv")]));
+        assert_eq!(through_variable, "environment\n", "{target}");
+    }
+}

@@ -48,6 +48,10 @@ pub struct Options {
     /// Where plugins keep data across compiles (std's passwords); `None` for `data` in the
     /// working directory, as the reference.
     pub data_dir: Option<std::path::PathBuf>,
+    /// The Python interpreter that runs modules' own Python plugins (a Python environment's,
+    /// so that they import what is installed there, as in the reference running in it);
+    /// `None` for `python3` from `PATH`.
+    pub python: Option<std::path::PathBuf>,
 }
 
 /// The result of an evaluation.
@@ -88,7 +92,7 @@ pub fn run(executable: &Executable, options: &Options) -> (Outcome, Option<expor
     let program = executable.program.clone();
     let host = RuntimeHost {
         prints: Vec::new(),
-        python: python::Servers::default(),
+        python: python::Servers::new(options.python.as_deref()),
         prepared: Vec::new(),
         modules: options.modules.clone(),
         facts: options.facts.clone(),
@@ -224,7 +228,7 @@ impl Host for RuntimeHost {
     }
 
     fn finish(&mut self) {
-        self.python = python::Servers::default();
+        self.python.stop();
     }
 }
 

@@ -205,10 +205,11 @@ impl Server {
     /// killed: a plugin may have left a thread that keeps Python from exiting.
     const GRACE: Duration = Duration::from_secs(1);
 
-    fn start(sandbox: &Path) -> Result<Server, BridgeError> {
+    fn start(interpreter: &Path, sandbox: &Path) -> Result<Server, BridgeError> {
         let unavailable = |e: std::io::Error| {
             BridgeError::Unavailable(format!(
-                "cannot run python3: {e} (plugins implemented in Python need python3 on this host)"
+                "cannot run {}: {e} (plugins implemented in Python need python3 on this host)",
+                interpreter.display()
             ))
         };
         // In the sandbox, which is private to this user and removed with the server.
@@ -220,7 +221,7 @@ impl Server {
             .open(sandbox.join("python-errors.log"))
             .map_err(|e| BridgeError::Unavailable(format!("cannot make the Python bridge's error log: {e}")))?;
         // `-B`: no `__pycache__` written into the module's sources or a materialized package.
-        let mut child = Command::new("python3")
+        let mut child = Command::new(interpreter)
             .arg("-B")
             .arg("-c")
             .arg(DRIVER)
@@ -417,15 +418,37 @@ impl Drop for Sandbox {
 /// again, from several threads): the reference imports the plugins afresh for each compile, so
 /// module state must not carry from one evaluation into the next. The runtime's host drops them
 /// when the evaluation ends, before the modules and their sandboxes go.
-#[derive(Debug, Default)]
-pub struct Servers(BTreeMap<PathBuf, Server>);
+#[derive(Debug)]
+pub struct Servers {
+    /// The interpreter the servers run: a Python environment's, or `python3` from `PATH`.
+    interpreter: PathBuf,
+    running: BTreeMap<PathBuf, Server>,
+}
+
+impl Default for Servers {
+    fn default() -> Servers {
+        Servers::new(None)
+    }
+}
 
 impl Servers {
+    /// Servers run by `interpreter`, or by `python3` as `PATH` finds it.
+    pub fn new(interpreter: Option<&Path>) -> Servers {
+        Servers { interpreter: interpreter.unwrap_or(Path::new("python3")).to_path_buf(), running: BTreeMap::new() }
+    }
+
+    /// Stops every server: the evaluation is over.
+    pub fn stop(&mut self) {
+        self.running.clear();
+    }
+
     /// One call's request and response, through the sandbox's server, started if need be.
     fn exchange(&mut self, sandbox: &Path, scrub: &Scrub, request: &Json) -> Result<Json, BridgeError> {
-        let server = match self.0.entry(sandbox.to_path_buf()) {
+        let server = match self.running.entry(sandbox.to_path_buf()) {
             std::collections::btree_map::Entry::Occupied(entry) => entry.into_mut(),
-            std::collections::btree_map::Entry::Vacant(entry) => entry.insert(Server::start(sandbox)?),
+            std::collections::btree_map::Entry::Vacant(entry) => {
+                entry.insert(Server::start(&self.interpreter, sandbox)?)
+            }
         };
         if let Some(response) = server.exchange(request) {
             return Ok(response);
@@ -433,7 +456,7 @@ impl Servers {
         // The server died (the plugin ended the interpreter, or Python could not start); the
         // next call starts a fresh one. Module state is lost with it, as the reference's would
         // be with its process.
-        let mut dead = self.0.remove(sandbox).expect("the server just called");
+        let mut dead = self.running.remove(sandbox).expect("the server just called");
         let errors = dead.errors();
         let errors = errors.trim();
         let errors = if errors.is_empty() { "it exited without a response".to_string() } else { scrub.apply(errors) };
@@ -658,7 +681,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(matches!(run("count", &mut prints), Ok(Value::Int(1))), "a fresh server");
-        let pid = servers.0.values().next().unwrap().child.id();
+        let pid = servers.running.values().next().unwrap().child.id();
         drop(servers);
         if cfg!(target_os = "linux") {
             assert!(!Path::new(&format!("/proc/{pid}")).exists(), "the server is gone with its set");
