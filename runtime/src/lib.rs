@@ -267,6 +267,11 @@ fn plugin_failure(name: &str, e: plugins::PluginError) -> PluginFailure {
 }
 
 impl RuntimeHost {
+    /// Where plugins keep data across compiles (see [`plugins::PluginHost::data_dir`]).
+    fn data_dir(&self) -> std::path::PathBuf {
+        self.data_dir.clone().unwrap_or_else(|| std::path::PathBuf::from("data"))
+    }
+
     /// The plugin's [`plugins::Prepared`], made at its first call. The adapter's registry,
     /// which the calls use, is the builtin one.
     fn prepared(&mut self, signature: &weft_ir::plugin::PluginSignature, plugin: PluginId) -> Arc<plugins::Prepared> {
@@ -301,16 +306,13 @@ impl RuntimeHost {
         let args = args.into_iter().map(|v| bridge_value(machine, v)).collect::<Result<Vec<_>, _>>()?;
         let kwargs =
             kwargs.into_iter().map(|(k, v)| Ok((k, bridge_value(machine, v)?))).collect::<Result<Vec<_>, _>>()?;
-        let called = python::call(
-            self.modules.sandboxes(),
-            &mut self.python,
-            &package,
-            &module,
-            &signature.name,
-            args,
-            kwargs,
-            &mut self.prints,
-        );
+        let context = signature.takes_context.then(|| python::PluginContext {
+            position: signature.context_position as usize,
+            data_dir: self.data_dir().join(&signature.namespace),
+        });
+        let call =
+            python::PluginCall { package: &package, module: &module, function: &signature.name, args, kwargs, context };
+        let called = python::call(self.modules.sandboxes(), &mut self.python, call, &mut self.prints);
         match called {
             Ok(v) => Ok(v),
             Err(python::BridgeError::Python(class, message)) => Err(PluginFailure::Error(EvalError::wrap(
@@ -443,7 +445,7 @@ impl plugins::PluginHost for Adapter<'_> {
     }
 
     fn data_dir(&self) -> std::path::PathBuf {
-        self.host.data_dir.clone().unwrap_or_else(|| std::path::PathBuf::from("data"))
+        self.host.data_dir()
     }
 }
 

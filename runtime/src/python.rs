@@ -47,7 +47,14 @@ def plugin(function=None, **options):
     return lambda f: f
 
 class Context:
-    pass
+    """What weft's bridge can give of the reference's plugin context: `get_data_dir`."""
+
+    def __init__(self, data_dir=None):
+        self._data_dir = data_dir
+
+    def get_data_dir(self):
+        os.makedirs(self._data_dir, exist_ok=True)
+        return self._data_dir
 
 class PluginException(Exception):
     def __init__(self, message=""):
@@ -101,7 +108,11 @@ def answer(request):
         if function is None:
             function = getattr(importlib.import_module(name[0]), name[1])
             functions[name] = function
-        result = function(*[decode(a) for a in request["args"]], **{k: decode(v) for k, v in request["kwargs"].items()})
+        args = [decode(a) for a in request["args"]]
+        context = request.get("context")
+        if context is not None:
+            args.insert(context["position"], Context(context["data_dir"]))
+        result = function(*args, **{k: decode(v) for k, v in request["kwargs"].items()})
         return json.dumps({"ok": encode(result)})
     except PluginException as e:
         return json.dumps({"plugin_error": str(e.message)})
@@ -137,6 +148,29 @@ pub enum BridgeValue {
     Dataclass { module: String, class: String, fields: Vec<(String, BridgeValue)> },
 }
 
+/// One call of a module's Python plugin.
+pub struct PluginCall<'a> {
+    /// The directory of the package `inmanta_plugins.<module>` (see
+    /// [`crate::modules::Modules::python_dir`]).
+    pub package: &'a Path,
+    /// The Python module that defines the plugin (`inmanta_plugins.mod.sub`).
+    pub module: &'a str,
+    pub function: &'a str,
+    pub args: Vec<BridgeValue>,
+    pub kwargs: Vec<(String, BridgeValue)>,
+    /// For a plugin with a `Context` parameter: where it goes, and what it answers.
+    pub context: Option<PluginContext>,
+}
+
+/// The `Context` a plugin with such a parameter is given.
+pub struct PluginContext {
+    /// Its place among the function's positional parameters.
+    pub position: usize,
+    /// What `get_data_dir` answers (and makes): `<data directory>/<namespace>`, as the
+    /// reference's `data/<namespace>`.
+    pub data_dir: PathBuf,
+}
+
 /// Calls `function` of the Python module `module` (`inmanta_plugins.mod.sub`), whose
 /// package `inmanta_plugins.mod` is the directory `package` (see
 /// [`crate::modules::Modules::python_dir`]), in the package's server (started if it is not
@@ -147,17 +181,13 @@ pub enum BridgeValue {
 /// (`inmanta_plugins/mod/__init__.py`), not by where they are on this host: the directory
 /// differs between processes, and between a module on disk and one materialized from an
 /// artifact, and the outcome must not.
-#[allow(clippy::too_many_arguments)]
 pub fn call(
     sandboxes: &Sandboxes,
     servers: &mut Servers,
-    package: &Path,
-    module: &str,
-    function: &str,
-    args: Vec<BridgeValue>,
-    kwargs: Vec<(String, BridgeValue)>,
+    call: PluginCall<'_>,
     prints: &mut Vec<String>,
 ) -> Result<Value, BridgeError> {
+    let PluginCall { package, module, function, args, kwargs, context } = call;
     let top = module.split('.').nth(1).unwrap_or_default();
     let mut sandboxes = sandboxes.lock();
     let sandbox = sandboxes.get(package, top).map_err(|e| BridgeError::Unavailable(e.to_string()))?;
@@ -167,6 +197,7 @@ pub fn call(
         "function": function,
         "args": args.iter().map(to_json).collect::<Vec<_>>(),
         "kwargs": kwargs.iter().map(|(k, v)| (k.clone(), to_json(v))).collect::<serde_json::Map<_, _>>(),
+        "context": context.map(|c| json!({"position": c.position, "data_dir": c.data_dir.to_string_lossy()})),
     });
     let response = servers.exchange(&sandbox.dir, scrub, &request)?;
     if let Some(out) = response.get("out").and_then(Json::as_str).filter(|out| !out.is_empty()) {
@@ -634,11 +665,14 @@ mod tests {
             call(
                 modules.sandboxes(),
                 &mut Servers::default(),
-                &modules.python_dir("m").unwrap(),
-                "inmanta_plugins.m",
-                function,
-                args,
-                Vec::new(),
+                PluginCall {
+                    package: &modules.python_dir("m").unwrap(),
+                    module: "inmanta_plugins.m",
+                    function,
+                    args,
+                    kwargs: Vec::new(),
+                    context: None,
+                },
                 &mut Vec::new(),
             )
         };
@@ -671,7 +705,15 @@ mod tests {
         let mut servers = Servers::default();
         let mut prints = Vec::new();
         let mut run = |function: &str, prints: &mut Vec<String>| {
-            call(&sandboxes, &mut servers, &package, "inmanta_plugins.pkg", function, Vec::new(), Vec::new(), prints)
+            let call_of = PluginCall {
+                package: &package,
+                module: "inmanta_plugins.pkg",
+                function,
+                args: Vec::new(),
+                kwargs: Vec::new(),
+                context: None,
+            };
+            call(&sandboxes, &mut servers, call_of, prints)
         };
         assert!(matches!(run("count", &mut prints), Ok(Value::Int(1))));
         assert!(matches!(run("count", &mut prints), Ok(Value::Int(2))));
