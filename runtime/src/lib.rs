@@ -212,7 +212,12 @@ impl Host for RuntimeHost {
             let mut adapter = Adapter { machine: &mut *machine, scope, host: &mut *self };
             plugins::check_arguments(signature, &prepared, &args, &kwargs, &mut adapter)
                 .map_err(|e| plugin_failure(name, e))?;
-            return self.call_python(machine, signature, args, kwargs);
+            let returned = self.call_python(machine, signature, args, kwargs)?;
+            // The reference checks the returned value against the return annotation.
+            let mut adapter = Adapter { machine: &mut *machine, scope, host: &mut *self };
+            plugins::check_python_return(&prepared, &returned.value, returned.is_tuple, &mut adapter)
+                .map_err(|e| plugin_failure(name, e))?;
+            return Ok(returned.value);
         }
         let mut adapter = Adapter { machine, scope, host: self };
         plugins::call_prepared(signature, &prepared, args, kwargs, &mut adapter).map_err(|e| plugin_failure(name, e))
@@ -290,7 +295,7 @@ impl RuntimeHost {
         signature: &weft_ir::plugin::PluginSignature,
         args: Vec<Value>,
         kwargs: Vec<(String, Value)>,
-    ) -> Result<Value, PluginFailure> {
+    ) -> Result<python::Returned, PluginFailure> {
         let name = signature.qualified_name();
         let top = signature.namespace.split("::").next().unwrap_or_default();
         let package = match self.modules.python_dir(top) {
@@ -323,6 +328,11 @@ impl RuntimeHost {
             Err(python::BridgeError::Plugin(message)) => Err(PluginFailure::Error(EvalError::new(
                 ErrorKind::ExplicitPluginException,
                 format!("PluginException in plugin {name}: {message}"),
+            ))),
+            Err(python::BridgeError::Runtime(message)) => Err(PluginFailure::Error(EvalError::wrap(
+                ErrorKind::WrappingRuntimeException,
+                format!("Exception in plugin {name}"),
+                EvalError::new(ErrorKind::RuntimeException, message),
             ))),
             Err(python::BridgeError::Unavailable(message)) => Err(PluginFailure::Error(EvalError::new(
                 ErrorKind::ExternalException,

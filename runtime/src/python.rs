@@ -37,6 +37,7 @@ use weft_ir::value::Value;
 /// is the sandbox directory, which holds the `inmanta_plugins` package to import from.
 const DRIVER: &str = r#"
 import dataclasses, importlib, io, json, os, sys, types, typing
+from collections.abc import Mapping
 
 inmanta = types.ModuleType("inmanta")
 plugins = types.ModuleType("inmanta.plugins")
@@ -79,6 +80,61 @@ os.close(nothing)
 os.dup2(2, 1)
 sys.path.insert(0, sys.argv[1])
 
+class View:
+    """A read-only view of a list or dict the model passes to a plugin, as the reference's
+    proxies are: a plugin can read it but not change the model's value (`append` does not
+    exist, setting an attribute raises). What it reads from it is viewed the same way. The
+    classes are named as the reference's, whose names Python's messages show."""
+
+    __slots__ = ("_target",)
+
+    def __init__(self, target):
+        object.__setattr__(self, "_target", target)
+
+    def __setattr__(self, name, value):
+        raise Exception("Readonly object")
+
+    def __eq__(self, other):
+        return self._target == (other._target if isinstance(other, View) else other)
+
+    def __hash__(self):
+        return hash(self._target)
+
+    def __repr__(self):
+        return "@" + repr(self._target)
+
+    def __len__(self):
+        return len(self._target)
+
+class SequenceProxy(View):
+    __slots__ = ()
+
+    def __getitem__(self, key):
+        if isinstance(key, str):
+            raise TypeError(f"can not get a attribute {key}, {self._target} is a list")
+        return view(self._target[key])
+
+    def __iter__(self):
+        return (view(x) for x in self._target)
+
+class DictProxy(View, Mapping):
+    __slots__ = ()
+
+    def __getitem__(self, key):
+        if not isinstance(key, str):
+            raise TypeError(f"Expected string key, but got {key}, {self._target} is a dict")
+        return view(self._target[key])
+
+    def __iter__(self):
+        return iter(self._target)
+
+def view(v):
+    if isinstance(v, list):
+        return SequenceProxy(v)
+    if isinstance(v, dict):
+        return DictProxy(v)
+    return v
+
 def decode(v):
     if isinstance(v, dict) and "__weft_dataclass__" in v:
         module = importlib.import_module(v["__weft_module__"])
@@ -90,13 +146,28 @@ def decode(v):
         return [decode(x) for x in v]
     return v
 
+class ReturnedValueError(Exception):
+    """A returned value the model can not hold; the reference raises a RuntimeException."""
+
 def encode(v):
+    if isinstance(v, View):
+        return encode(v._target)
     if dataclasses.is_dataclass(v):
         raise TypeError("returning a dataclass is not supported by weft's Python bridge")
     if isinstance(v, dict):
-        return {str(k): encode(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
+        for k, x in v.items():
+            if not isinstance(k, str):
+                raise ReturnedValueError(f"dict keys should be strings, got {k!r} of type {type(k)} with dict value {x!r}")
+        return {k: encode(x) for k, x in v.items()}
+    if isinstance(v, tuple):
+        # Told apart from a list: the reference's `list` annotation refuses a tuple.
+        return {"__weft_tuple__": [encode(x) for x in v]}
+    if isinstance(v, list):
         return [encode(x) for x in v]
+    if isinstance(v, int) and not isinstance(v, bool) and not -2**63 <= v < 2**63:
+        return {"__weft_int__": str(v)}
+    if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
+        return {"__weft_float__": repr(v)}
     return v
 
 functions = {}
@@ -108,14 +179,16 @@ def answer(request):
         if function is None:
             function = getattr(importlib.import_module(name[0]), name[1])
             functions[name] = function
-        args = [decode(a) for a in request["args"]]
+        args = [view(decode(a)) for a in request["args"]]
         context = request.get("context")
         if context is not None:
             args.insert(context["position"], Context(context["data_dir"]))
-        result = function(*args, **{k: decode(v) for k, v in request["kwargs"].items()})
-        return json.dumps({"ok": encode(result)})
+        result = function(*args, **{k: view(decode(v)) for k, v in request["kwargs"].items()})
+        return json.dumps({"ok": encode(result)}, allow_nan=False)
     except PluginException as e:
         return json.dumps({"plugin_error": str(e.message)})
+    except ReturnedValueError as e:
+        return json.dumps({"runtime_error": str(e)})
     except BaseException as e:
         # `SystemExit` and `KeyboardInterrupt` too: a plugin ends its call, not the server.
         return json.dumps({"error": type(e).__name__, "message": str(e)})
@@ -138,6 +211,9 @@ pub enum BridgeError {
     Python(String, String),
     /// The plugin raised `PluginException`.
     Plugin(String),
+    /// The plugin returned what the model can not hold (a dict with a key that is not a
+    /// string): the reference's `RuntimeException`, wrapped.
+    Runtime(String),
     /// The bridge itself could not run the plugin.
     Unavailable(String),
 }
@@ -146,6 +222,15 @@ pub enum BridgeError {
 pub enum BridgeValue {
     Plain(Value),
     Dataclass { module: String, class: String, fields: Vec<(String, BridgeValue)> },
+}
+
+/// What a plugin returned.
+#[derive(Debug)]
+pub struct Returned {
+    pub value: Value,
+    /// It was a Python tuple, which the reference's annotations other than `any` refuse; the
+    /// value is its list.
+    pub is_tuple: bool,
 }
 
 /// One call of a module's Python plugin.
@@ -186,7 +271,7 @@ pub fn call(
     servers: &mut Servers,
     call: PluginCall<'_>,
     prints: &mut Vec<String>,
-) -> Result<Value, BridgeError> {
+) -> Result<Returned, BridgeError> {
     let PluginCall { package, module, function, args, kwargs, context } = call;
     let top = module.split('.').nth(1).unwrap_or_default();
     let mut sandboxes = sandboxes.lock();
@@ -206,10 +291,14 @@ pub fn call(
         prints.extend(out.strip_suffix('\n').unwrap_or(&out).split('\n').map(str::to_string));
     }
     if let Some(v) = response.get("ok") {
-        return Ok(from_json(v));
+        let is_tuple = v.as_object().is_some_and(|m| m.len() == 1 && m.contains_key("__weft_tuple__"));
+        return Ok(Returned { value: from_json(v), is_tuple });
     }
     if let Some(m) = response.get("plugin_error") {
         return Err(BridgeError::Plugin(scrub.apply(m.as_str().unwrap_or_default())));
+    }
+    if let Some(m) = response.get("runtime_error") {
+        return Err(BridgeError::Runtime(scrub.apply(m.as_str().unwrap_or_default())));
     }
     Err(BridgeError::Python(
         response.get("error").and_then(Json::as_str).unwrap_or("Exception").to_string(),
@@ -281,7 +370,11 @@ impl Server {
         requests.flush().ok()?;
         let mut response = String::new();
         match self.responses.read_line(&mut response) {
-            Ok(n) if n > 0 => serde_json::from_str(&response).ok(),
+            // The driver answers every request with one JSON object; an unreadable line would
+            // be its bug, reported as a response without a result rather than a death.
+            Ok(n) if n > 0 => Some(serde_json::from_str(&response).unwrap_or_else(
+                |e| json!({"error": "weft", "message": format!("unreadable response of the Python bridge: {e}")}),
+            )),
             _ => None,
         }
     }
@@ -596,17 +689,40 @@ fn plain_to_json(v: &Value) -> Json {
     }
 }
 
+/// A value the server sent. Integers beyond 64 bits, non-finite floats and tuples come
+/// marked (`encode` in the driver), since JSON has no words for them; a tuple becomes a list.
 fn from_json(v: &Json) -> Value {
     match v {
         Json::Null => Value::NULL,
         Json::Bool(b) => Value::Bool(*b),
+        // Beyond 64 bits the driver's integers come marked, so a number that is not an `i64`
+        // is a float.
         Json::Number(n) => match n.as_i64() {
             Some(i) => Value::Int(i),
-            None => Value::Float(n.as_f64().unwrap_or(0.0)),
+            None => Value::Float(n.as_f64().unwrap_or(f64::NAN)),
         },
         Json::String(s) => Value::str(s),
         Json::Array(items) => Value::List(Arc::from(items.iter().map(from_json).collect::<Vec<_>>())),
-        Json::Object(map) => Value::Dict(map.iter().map(|(k, v)| (Arc::from(k.as_str()), from_json(v))).collect()),
+        Json::Object(map) => {
+            if map.len() == 1 {
+                if let Some(Ok(i)) =
+                    map.get("__weft_int__").and_then(Json::as_str).map(|digits| digits.parse::<num_bigint::BigInt>())
+                {
+                    return Value::int(i);
+                }
+                if let Some(text) = map.get("__weft_float__").and_then(Json::as_str) {
+                    return Value::Float(match text {
+                        "inf" => f64::INFINITY,
+                        "-inf" => f64::NEG_INFINITY,
+                        _ => f64::NAN,
+                    });
+                }
+                if let Some(Json::Array(items)) = map.get("__weft_tuple__") {
+                    return Value::List(Arc::from(items.iter().map(from_json).collect::<Vec<_>>()));
+                }
+            }
+            Value::Dict(map.iter().map(|(k, v)| (Arc::from(k.as_str()), from_json(v))).collect())
+        }
     }
 }
 
@@ -683,7 +799,10 @@ mod tests {
         let from_disk = where_message(&on_disk);
         assert_eq!(from_disk, "ValueError: inmanta_plugins/m/__init__.py");
         std::fs::remove_dir_all(&root).unwrap();
-        assert!(matches!(run(&embedded, "f", vec![BridgeValue::Plain(Value::Int(21))]), Ok(Value::Int(42))));
+        assert!(matches!(
+            run(&embedded, "f", vec![BridgeValue::Plain(Value::Int(21))]),
+            Ok(Returned { value: Value::Int(42), .. })
+        ));
         assert_eq!(where_message(&embedded), from_disk);
     }
 
@@ -715,14 +834,14 @@ mod tests {
             };
             call(&sandboxes, &mut servers, call_of, prints)
         };
-        assert!(matches!(run("count", &mut prints), Ok(Value::Int(1))));
-        assert!(matches!(run("count", &mut prints), Ok(Value::Int(2))));
+        assert!(matches!(run("count", &mut prints), Ok(Returned { value: Value::Int(1), .. })));
+        assert!(matches!(run("count", &mut prints), Ok(Returned { value: Value::Int(2), .. })));
         assert_eq!(prints, ["call 1", "call 2"]);
         match run("die", &mut prints) {
             Err(BridgeError::Unavailable(message)) => assert_eq!(message, "python3 failed: going away"),
             other => panic!("{other:?}"),
         }
-        assert!(matches!(run("count", &mut prints), Ok(Value::Int(1))), "a fresh server");
+        assert!(matches!(run("count", &mut prints), Ok(Returned { value: Value::Int(1), .. })), "a fresh server");
         let pid = servers.running.values().next().unwrap().child.id();
         drop(servers);
         if cfg!(target_os = "linux") {

@@ -365,6 +365,48 @@ fn check_return(
     check_return_type(&resolve_or_any(annotation, namespace), qualified, value, host)
 }
 
+/// Checks what a module's Python plugin returned against its return annotation, as the
+/// reference does once the function returned. `is_tuple`: the value was a Python tuple (here
+/// its list), which every annotation but `any` refuses.
+pub fn check_python_return(
+    prepared: &Prepared,
+    value: &Value,
+    is_tuple: bool,
+    host: &mut dyn PluginHost,
+) -> Result<(), PluginError> {
+    let ty = &prepared.return_type;
+    if is_tuple && !matches!(**ty, types::Ty::Any) {
+        // Python's `str` of a tuple: its list's text in parentheses, `(x,)` for one element.
+        let list = pyfmt::dsl_str(value, host);
+        let items = list.strip_prefix('[').and_then(|l| l.strip_suffix(']')).unwrap_or(&list);
+        let single = matches!(value, Value::List(items) if items.len() == 1);
+        let shown = format!("({items}{})", if single { "," } else { "" });
+        return Err(PluginError::Type {
+            message: format!(
+                "Return value {shown} of plugin {} has incompatible type. Expected type: {}",
+                prepared.qualified,
+                ty.type_string()
+            ),
+            cause: Some(Cause {
+                kind: ErrorKind::TypingException,
+                message: format!("Invalid value '{shown}', expected {}", ty.type_string()),
+            }),
+        });
+    }
+    match ty.validate(value, host)? {
+        types::Check::Ok => Ok(()),
+        types::Check::Mismatch | types::Check::Reference => Err(PluginError::Type {
+            message: format!(
+                "Return value {} of plugin {} has incompatible type. Expected type: {}",
+                pyfmt::dsl_str(value, host),
+                prepared.qualified,
+                ty.type_string()
+            ),
+            cause: ty.refusal(value, host)?,
+        }),
+    }
+}
+
 /// [`check_return`] with the annotation resolved.
 fn check_return_type(
     ty: &types::Ty,

@@ -1,0 +1,4 @@
+from inmanta.plugins import plugin
+@plugin
+def big() -> "int":
+    return 2**70
