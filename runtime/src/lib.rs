@@ -213,6 +213,12 @@ impl Host for RuntimeHost {
             plugins::check_arguments(signature, &prepared, &args, &kwargs, &mut adapter)
                 .map_err(|e| plugin_failure(name, e))?;
             let returned = self.call_python(machine, signature, args, kwargs)?;
+            if !instances_exist(&returned.value, machine.instances.len()) {
+                return Err(PluginFailure::Error(EvalError::new(
+                    ErrorKind::ExternalException,
+                    format!("Exception in plugin {name}: it returned an instance that is not in this evaluation"),
+                )));
+            }
             // The reference checks the returned value against the return annotation.
             let mut adapter = Adapter { machine: &mut *machine, scope, host: &mut *self };
             plugins::check_python_return(&prepared, &returned.value, returned.is_tuple, &mut adapter)
@@ -317,7 +323,10 @@ impl RuntimeHost {
         });
         let call =
             python::PluginCall { package: &package, module: &module, function: &signature.name, args, kwargs, context };
-        let called = python::call(self.modules.sandboxes(), &mut self.python, call, &mut self.prints);
+        let called =
+            python::call(self.modules.sandboxes(), &mut self.python, call, &mut self.prints, &mut |inst, name| {
+                attribute_reply(machine, inst, name)
+            });
         match called {
             Ok(v) => Ok(v),
             Err(python::BridgeError::Python(class, message)) => Err(PluginFailure::Error(EvalError::wrap(
@@ -328,6 +337,15 @@ impl RuntimeHost {
             Err(python::BridgeError::Plugin(message)) => Err(PluginFailure::Error(EvalError::new(
                 ErrorKind::ExplicitPluginException,
                 format!("PluginException in plugin {name}: {message}"),
+            ))),
+            Err(python::BridgeError::Unset(cell)) => Err(PluginFailure::Unset(cell)),
+            Err(python::BridgeError::Compiler(kind, message)) => Err(PluginFailure::Error(EvalError::wrap(
+                ErrorKind::WrappingRuntimeException,
+                format!("Exception in plugin {name}"),
+                EvalError::new(
+                    ErrorKind::ALL.iter().copied().find(|k| k.as_str() == kind).unwrap_or(ErrorKind::RuntimeException),
+                    message,
+                ),
             ))),
             Err(python::BridgeError::Runtime(message)) => Err(PluginFailure::Error(EvalError::wrap(
                 ErrorKind::WrappingRuntimeException,
@@ -342,20 +360,42 @@ impl RuntimeHost {
     }
 }
 
-/// Converts an argument for the Python bridge: instances of `std::Dataclass` entities become
-/// their Python dataclass; other instances cannot cross.
+/// Converts a value for the Python bridge: instances of `std::Dataclass` entities become
+/// their Python dataclass, other instances a proxy that reads their attributes on demand, and
+/// lists and dicts that hold instances are converted element by element.
 fn bridge_value(machine: &mut Machine, v: Value) -> Result<python::BridgeValue, PluginFailure> {
-    let Value::Instance(inst) = v else { return Ok(python::BridgeValue::Plain(v)) };
+    match v {
+        Value::Instance(inst) => bridge_instance(machine, inst),
+        Value::List(items) if items.iter().any(holds_instances) => Ok(python::BridgeValue::List(
+            items.iter().map(|item| bridge_value(machine, item.clone())).collect::<Result<_, _>>()?,
+        )),
+        Value::Dict(entries) if entries.iter().any(|(_, v)| holds_instances(v)) => Ok(python::BridgeValue::Dict(
+            entries
+                .iter()
+                .map(|(k, v)| Ok((k.to_string(), bridge_value(machine, v.clone())?)))
+                .collect::<Result<_, PluginFailure>>()?,
+        )),
+        other => Ok(python::BridgeValue::Plain(other)),
+    }
+}
+
+fn holds_instances(v: &Value) -> bool {
+    match v {
+        Value::Instance(_) => true,
+        Value::List(items) => items.iter().any(holds_instances),
+        Value::Dict(entries) => entries.iter().any(|(_, v)| holds_instances(v)),
+        _ => false,
+    }
+}
+
+fn bridge_instance(machine: &mut Machine, inst: u32) -> Result<python::BridgeValue, PluginFailure> {
     let program = machine.program().clone();
     let entity = machine.instances[inst as usize].entity;
     let is_dataclass = program.entity_by_name("std::Dataclass").is_some_and(|d| program.is_subclass(entity, d));
-    let full = &program.entity(entity).name;
     if !is_dataclass {
-        return Err(PluginFailure::Error(EvalError::new(
-            ErrorKind::ExternalException,
-            format!("the instance {} can not be passed to a Python plugin", machine.instance_display(inst)),
-        )));
+        return Ok(python::BridgeValue::Instance { id: inst, display: machine.instance_display(inst) });
     }
+    let full = &program.entity(entity).name;
     let (ns, class) = full.rsplit_once("::").unwrap_or(("", full));
     let mut fields = Vec::new();
     for (name, _) in program.entity(entity).slots.clone() {
@@ -374,6 +414,41 @@ fn bridge_value(machine: &mut Machine, v: Value) -> Result<python::BridgeValue, 
         class: class.to_string(),
         fields,
     })
+}
+
+/// The evaluator's answer to a Python plugin reading `name` of the instance `inst`.
+fn attribute_reply(machine: &mut Machine, inst: u32, name: &str) -> python::AttributeReply {
+    if inst as usize >= machine.instances.len() {
+        return python::AttributeReply::Error {
+            kind: "RuntimeException".to_string(),
+            message: format!("no instance {inst} in this evaluation"),
+        };
+    }
+    match machine.attribute_value(inst, name) {
+        Ok(value) => match bridge_value(machine, value) {
+            Ok(value) => python::AttributeReply::Value(value),
+            Err(PluginFailure::Unset(cell)) => python::AttributeReply::Unset(cell),
+            Err(PluginFailure::Error(e)) => {
+                python::AttributeReply::Error { kind: e.kind.as_str().to_string(), message: e.message.clone() }
+            }
+        },
+        Err(e) => match e.unset {
+            Some(cell) => python::AttributeReply::Unset(cell),
+            None if e.kind == ErrorKind::NotFoundException => python::AttributeReply::NotFound(e.message.clone()),
+            None => python::AttributeReply::Error { kind: e.kind.as_str().to_string(), message: e.message.clone() },
+        },
+    }
+}
+
+/// Whether every instance a value names is one of the evaluation's: a plugin returns what it
+/// was given, but its ids come back through Python.
+fn instances_exist(v: &Value, count: usize) -> bool {
+    match v {
+        Value::Instance(id) => (*id as usize) < count,
+        Value::List(items) => items.iter().all(|item| instances_exist(item, count)),
+        Value::Dict(entries) => entries.iter().all(|(_, v)| instances_exist(v, count)),
+        _ => true,
+    }
 }
 
 /// What a plugin sees of the evaluation.

@@ -128,6 +128,60 @@ class DictProxy(View, Mapping):
     def __iter__(self):
         return iter(self._target)
 
+class UnsetException(Exception):
+    """An attribute the plugin read has no value yet. Let through, it makes weft call the
+    plugin again once the attribute has one, as the reference's exception of that name does."""
+
+    def __init__(self, cell):
+        super().__init__("the attribute has no value yet")
+        self.cell = cell
+
+class CompilerError(Exception):
+    """The evaluator's errors raised in a plugin, each under its own kind's name."""
+
+compiler_errors = {}
+
+def compiler_error(kind):
+    if kind not in compiler_errors:
+        compiler_errors[kind] = type(kind, (CompilerError,), {})
+    return compiler_errors[kind]
+
+class DynamicProxy:
+    """A read-only proxy of an instance of the model, as the reference passes: each attribute
+    read asks the evaluator, through the protocol, in the middle of the call."""
+
+    __slots__ = ("_id", "_display")
+
+    def __init__(self, id, display):
+        object.__setattr__(self, "_id", id)
+        object.__setattr__(self, "_display", display)
+
+    def __getattr__(self, name):
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        responses.write(json.dumps({"getattr": self._id, "name": name}) + "\n")
+        responses.flush()
+        reply = json.loads(requests.readline())
+        if "ok" in reply:
+            return view(decode(reply["ok"]))
+        if "unset" in reply:
+            raise UnsetException(reply["unset"])
+        if "not_found" in reply:
+            raise AttributeError(reply["not_found"])
+        raise compiler_error(reply["error"])(reply["message"])
+
+    def __setattr__(self, name, value):
+        raise Exception("Readonly object")
+
+    def __eq__(self, other):
+        return isinstance(other, DynamicProxy) and other._id == self._id
+
+    def __hash__(self):
+        return hash(("instance", self._id))
+
+    def __repr__(self):
+        return "@" + self._display
+
 def view(v):
     if isinstance(v, list):
         return SequenceProxy(v)
@@ -136,6 +190,8 @@ def view(v):
     return v
 
 def decode(v):
+    if isinstance(v, dict) and "__weft_instance__" in v:
+        return DynamicProxy(v["__weft_instance__"], v["display"])
     if isinstance(v, dict) and "__weft_dataclass__" in v:
         module = importlib.import_module(v["__weft_module__"])
         cls = getattr(module, v["__weft_dataclass__"])
@@ -150,6 +206,8 @@ class ReturnedValueError(Exception):
     """A returned value the model can not hold; the reference raises a RuntimeException."""
 
 def encode(v):
+    if isinstance(v, DynamicProxy):
+        return {"__weft_instance__": v._id}
     if isinstance(v, View):
         return encode(v._target)
     if dataclasses.is_dataclass(v):
@@ -185,6 +243,10 @@ def answer(request):
             args.insert(context["position"], Context(context["data_dir"]))
         result = function(*args, **{k: view(decode(v)) for k, v in request["kwargs"].items()})
         return json.dumps({"ok": encode(result)}, allow_nan=False)
+    except UnsetException as e:
+        return json.dumps({"unset": e.cell})
+    except CompilerError as e:
+        return json.dumps({"compiler_error": type(e).__name__, "message": str(e)})
     except PluginException as e:
         return json.dumps({"plugin_error": str(e.message)})
     except ReturnedValueError as e:
@@ -214,14 +276,51 @@ pub enum BridgeError {
     /// The plugin returned what the model can not hold (a dict with a key that is not a
     /// string): the reference's `RuntimeException`, wrapped.
     Runtime(String),
+    /// The plugin read an attribute without a value (the cell) and let the `UnsetException`
+    /// through: the call is made again once the cell has a value.
+    Unset(u32),
+    /// The plugin let through an evaluator error raised in it (kind, message).
+    Compiler(String, String),
     /// The bridge itself could not run the plugin.
     Unavailable(String),
 }
 
 /// A value for the bridge: how the evaluator hands over instances of dataclass entities.
 pub enum BridgeValue {
+    /// A value without instances.
     Plain(Value),
-    Dataclass { module: String, class: String, fields: Vec<(String, BridgeValue)> },
+    Dataclass {
+        module: String,
+        class: String,
+        fields: Vec<(String, BridgeValue)>,
+    },
+    /// An instance of an entity that is not a dataclass: the plugin gets a read-only proxy
+    /// that asks for each attribute it reads (`AttributeReply`). `display` is the instance's
+    /// text (`__config__::A (instantiated at ./main.cf:3)`).
+    Instance {
+        id: u32,
+        display: String,
+    },
+    /// A list or dict that holds instances.
+    List(Vec<BridgeValue>),
+    Dict(Vec<(String, BridgeValue)>),
+}
+
+/// The evaluator's answer to a plugin reading an attribute of an instance proxy.
+pub enum AttributeReply {
+    Value(BridgeValue),
+    /// The attribute has no value yet (the cell): the plugin's call is abandoned and made again
+    /// once it has one, as the reference's `UnsetException` does.
+    Unset(u32),
+    /// The entity has no such attribute: the plugin sees an `AttributeError`.
+    NotFound(String),
+    /// Another error of the evaluator (`OptionalValueException` for an empty `[0:1]`
+    /// relation): raised in the plugin under that name; if the plugin lets it through, its call
+    /// fails with it, wrapped.
+    Error {
+        kind: String,
+        message: String,
+    },
 }
 
 /// What a plugin returned.
@@ -271,6 +370,7 @@ pub fn call(
     servers: &mut Servers,
     call: PluginCall<'_>,
     prints: &mut Vec<String>,
+    attributes: &mut dyn FnMut(u32, &str) -> AttributeReply,
 ) -> Result<Returned, BridgeError> {
     let PluginCall { package, module, function, args, kwargs, context } = call;
     let top = module.split('.').nth(1).unwrap_or_default();
@@ -284,7 +384,7 @@ pub fn call(
         "kwargs": kwargs.iter().map(|(k, v)| (k.clone(), to_json(v))).collect::<serde_json::Map<_, _>>(),
         "context": context.map(|c| json!({"position": c.position, "data_dir": c.data_dir.to_string_lossy()})),
     });
-    let response = servers.exchange(&sandbox.dir, scrub, &request)?;
+    let response = servers.exchange(&sandbox.dir, scrub, &request, attributes)?;
     if let Some(out) = response.get("out").and_then(Json::as_str).filter(|out| !out.is_empty()) {
         // `print` ends its text with a newline, which `std::print`'s lines leave implicit.
         let out = scrub.apply(out);
@@ -293,6 +393,13 @@ pub fn call(
     if let Some(v) = response.get("ok") {
         let is_tuple = v.as_object().is_some_and(|m| m.len() == 1 && m.contains_key("__weft_tuple__"));
         return Ok(Returned { value: from_json(v), is_tuple });
+    }
+    if let Some(cell) = response.get("unset").and_then(Json::as_u64) {
+        return Err(BridgeError::Unset(cell as u32));
+    }
+    if let Some(kind) = response.get("compiler_error").and_then(Json::as_str) {
+        let message = response.get("message").and_then(Json::as_str).unwrap_or_default();
+        return Err(BridgeError::Compiler(kind.to_string(), scrub.apply(message)));
     }
     if let Some(m) = response.get("plugin_error") {
         return Err(BridgeError::Plugin(scrub.apply(m.as_str().unwrap_or_default())));
@@ -361,22 +468,44 @@ impl Server {
 
     /// Sends one request and reads its response. `None` when the server is gone: it exited or
     /// died during the call.
-    fn exchange(&mut self, request: &Json) -> Option<Json> {
+    fn exchange(&mut self, request: &Json, attributes: &mut dyn FnMut(u32, &str) -> AttributeReply) -> Option<Json> {
         let _shared = self.share_processor();
-        let mut line = request.to_string();
+        self.send(request)?;
+        loop {
+            let mut line = String::new();
+            match self.responses.read_line(&mut line) {
+                Ok(n) if n > 0 => {}
+                _ => return None,
+            }
+            // The driver answers every request with one JSON object; an unreadable line would
+            // be its bug, reported as a response without a result rather than a death.
+            let message: Json = serde_json::from_str(&line).unwrap_or_else(
+                |e| json!({"error": "weft", "message": format!("unreadable response of the Python bridge: {e}")}),
+            );
+            // The plugin reads an attribute of an instance proxy: the evaluator answers, and
+            // the call goes on.
+            let (Some(instance), Some(name)) =
+                (message.get("getattr").and_then(Json::as_u64), message.get("name").and_then(Json::as_str))
+            else {
+                return Some(message);
+            };
+            let reply = match attributes(instance as u32, name) {
+                AttributeReply::Value(value) => json!({"ok": to_json(&value)}),
+                AttributeReply::Unset(cell) => json!({"unset": cell}),
+                AttributeReply::NotFound(message) => json!({"not_found": message}),
+                AttributeReply::Error { kind, message } => json!({"error": kind, "message": message}),
+            };
+            self.send(&reply)?;
+        }
+    }
+
+    /// Writes one message to the server.
+    fn send(&mut self, message: &Json) -> Option<()> {
+        let mut line = message.to_string();
         line.push('\n');
         let requests = self.requests.as_mut()?;
         requests.write_all(line.as_bytes()).ok()?;
-        requests.flush().ok()?;
-        let mut response = String::new();
-        match self.responses.read_line(&mut response) {
-            // The driver answers every request with one JSON object; an unreadable line would
-            // be its bug, reported as a response without a result rather than a death.
-            Ok(n) if n > 0 => Some(serde_json::from_str(&response).unwrap_or_else(
-                |e| json!({"error": "weft", "message": format!("unreadable response of the Python bridge: {e}")}),
-            )),
-            _ => None,
-        }
+        requests.flush().ok()
     }
 
     /// Keeps the server and its caller on one processor for the call: the returned guard
@@ -567,14 +696,20 @@ impl Servers {
     }
 
     /// One call's request and response, through the sandbox's server, started if need be.
-    fn exchange(&mut self, sandbox: &Path, scrub: &Scrub, request: &Json) -> Result<Json, BridgeError> {
+    fn exchange(
+        &mut self,
+        sandbox: &Path,
+        scrub: &Scrub,
+        request: &Json,
+        attributes: &mut dyn FnMut(u32, &str) -> AttributeReply,
+    ) -> Result<Json, BridgeError> {
         let server = match self.running.entry(sandbox.to_path_buf()) {
             std::collections::btree_map::Entry::Occupied(entry) => entry.into_mut(),
             std::collections::btree_map::Entry::Vacant(entry) => {
                 entry.insert(Server::start(&self.interpreter, sandbox)?)
             }
         };
-        if let Some(response) = server.exchange(request) {
+        if let Some(response) = server.exchange(request, attributes) {
             return Ok(response);
         }
         // The server died (the plugin ended the interpreter, or Python could not start); the
@@ -668,6 +803,11 @@ pub(crate) fn file_name_part(name: &str) -> String {
 fn to_json(v: &BridgeValue) -> Json {
     match v {
         BridgeValue::Plain(v) => plain_to_json(v),
+        BridgeValue::Instance { id, display } => json!({"__weft_instance__": id, "display": display}),
+        BridgeValue::List(items) => Json::Array(items.iter().map(to_json).collect()),
+        BridgeValue::Dict(entries) => {
+            Json::Object(entries.iter().map(|(k, v)| (k.clone(), to_json(v))).collect::<serde_json::Map<_, _>>())
+        }
         BridgeValue::Dataclass { module, class, fields } => json!({
             "__weft_dataclass__": class,
             "__weft_module__": module,
@@ -719,6 +859,10 @@ fn from_json(v: &Json) -> Value {
                 }
                 if let Some(Json::Array(items)) = map.get("__weft_tuple__") {
                     return Value::List(Arc::from(items.iter().map(from_json).collect::<Vec<_>>()));
+                }
+                // An instance proxy the plugin returned (the caller checks the id).
+                if let Some(id) = map.get("__weft_instance__").and_then(Json::as_u64) {
+                    return Value::Instance(u32::try_from(id).unwrap_or(u32::MAX));
                 }
             }
             Value::Dict(map.iter().map(|(k, v)| (Arc::from(k.as_str()), from_json(v))).collect())
@@ -790,6 +934,7 @@ mod tests {
                     context: None,
                 },
                 &mut Vec::new(),
+                &mut |_, _| AttributeReply::NotFound(String::new()),
             )
         };
         let where_message = |modules: &Modules| match run(modules, "where", Vec::new()) {
@@ -832,7 +977,7 @@ mod tests {
                 kwargs: Vec::new(),
                 context: None,
             };
-            call(&sandboxes, &mut servers, call_of, prints)
+            call(&sandboxes, &mut servers, call_of, prints, &mut |_, _| AttributeReply::NotFound(String::new()))
         };
         assert!(matches!(run("count", &mut prints), Ok(Returned { value: Value::Int(1), .. })));
         assert!(matches!(run("count", &mut prints), Ok(Returned { value: Value::Int(2), .. })));

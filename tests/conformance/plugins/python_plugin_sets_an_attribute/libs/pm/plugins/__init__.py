@@ -1,0 +1,7 @@
+from inmanta.plugins import plugin
+
+
+@plugin
+def rename(host: "std::Entity") -> "string":
+    host.name = "other"
+    return "done"
