@@ -586,6 +586,11 @@ fn evaluate(project: &ProjectArgs, inputs: &InputArgs, keep_model: bool) -> Resu
         evaluated.loaded = started.elapsed();
         let (outcome, model) = weft_runtime::run(executable, &options);
         print_lines(&outcome.prints)?;
+        // What plugins wrote to their error stream, as the reference shows it: before the
+        // diagnostics, which come once the evaluation ended.
+        for line in &outcome.plugin_messages {
+            eprintln!("{line}");
+        }
         // A runtime error ends the evaluation alone. The end-of-compile checks report every
         // error they found, the most important first, as the reference's MultiException does
         // ("Reported N errors"): a model with several incomplete instances shows them all.

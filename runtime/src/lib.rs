@@ -59,6 +59,9 @@ pub struct Options {
 pub struct Outcome {
     /// Lines written by `std::print`, in the order they were written.
     pub prints: Vec<String>,
+    /// What modules' Python plugins wrote to their error stream (warnings, messages), in
+    /// order: the reference shows them on its own.
+    pub plugin_messages: Vec<String>,
     /// Empty when the compile succeeded; otherwise the errors, the reported one first.
     pub errors: Vec<Diagnostic>,
     /// Statistics, for benchmarks and `--verbose`.
@@ -92,6 +95,7 @@ pub fn run(executable: &Executable, options: &Options) -> (Outcome, Option<expor
     let program = executable.program.clone();
     let host = RuntimeHost {
         prints: Vec::new(),
+        plugin_messages: Vec::new(),
         python: python::Servers::new(options.python.as_deref()),
         prepared: Vec::new(),
         modules: options.modules.clone(),
@@ -110,6 +114,7 @@ pub fn run(executable: &Executable, options: &Options) -> (Outcome, Option<expor
     }
     machine.with_host(|host| host.finish());
     outcome.prints = take_prints(&mut machine);
+    outcome.plugin_messages = machine.with_host(|host| host.take_messages());
     let model = succeeded.then(|| export::Model::new(machine));
     (outcome, model)
 }
@@ -178,6 +183,7 @@ pub fn to_diagnostic(program: &Program, error: EvalError) -> Diagnostic {
 /// The host the VM calls back into: plugins and their output.
 struct RuntimeHost {
     prints: Vec<String>,
+    plugin_messages: Vec<String>,
     /// The Python servers of this evaluation; before `modules`, whose sandboxes they import
     /// from, so that they stop first.
     python: python::Servers,
@@ -236,6 +242,10 @@ impl Host for RuntimeHost {
 
     fn take_prints(&mut self) -> Vec<String> {
         std::mem::take(&mut self.prints)
+    }
+
+    fn take_messages(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.plugin_messages)
     }
 
     fn finish(&mut self) {
@@ -323,10 +333,10 @@ impl RuntimeHost {
         });
         let call =
             python::PluginCall { package: &package, module: &module, function: &signature.name, args, kwargs, context };
-        let called =
-            python::call(self.modules.sandboxes(), &mut self.python, call, &mut self.prints, &mut |inst, name| {
-                attribute_reply(machine, inst, name)
-            });
+        let output = python::Output { prints: &mut self.prints, errors: &mut self.plugin_messages };
+        let called = python::call(self.modules.sandboxes(), &mut self.python, call, output, &mut |inst, name| {
+            attribute_reply(machine, inst, name)
+        });
         match called {
             Ok(v) => Ok(v),
             Err(python::BridgeError::Python(class, message)) => Err(PluginFailure::Error(EvalError::wrap(
@@ -334,9 +344,11 @@ impl RuntimeHost {
                 format!("Exception in plugin {name}"),
                 EvalError::new(ErrorKind::ExternalException, format!("{class}: {message}")),
             ))),
-            Err(python::BridgeError::Plugin(message)) => Err(PluginFailure::Error(EvalError::new(
+            // The reference chains the Python exception under its own, as for other exceptions.
+            Err(python::BridgeError::Plugin(class, message)) => Err(PluginFailure::Error(EvalError::wrap(
                 ErrorKind::ExplicitPluginException,
-                format!("PluginException in plugin {name}: {message}"),
+                format!("PluginException in plugin {name}"),
+                EvalError::new(ErrorKind::ExternalException, format!("{class}: {message}")),
             ))),
             Err(python::BridgeError::Unset(cell)) => Err(PluginFailure::Unset(cell)),
             Err(python::BridgeError::Compiler(kind, message)) => Err(PluginFailure::Error(EvalError::wrap(

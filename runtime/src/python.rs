@@ -57,6 +57,23 @@ class Context:
         os.makedirs(self._data_dir, exist_ok=True)
         return self._data_dir
 
+    def get_environment_id(self):
+        # A compile without an orchestrator has no environment, which the reference's
+        # `str()` of the missing setting turns into this text.
+        return "None"
+
+def deprecated(function=None, **options):
+    if callable(function):
+        return function
+    return lambda f: f
+
+class ModelType:
+    """`Annotated[T, ModelType["ns::name"]]` names the model's type of a parameter; weft reads
+    annotations from the source, so at run time this only has to exist."""
+
+    def __class_getitem__(cls, name):
+        return cls
+
 class PluginException(Exception):
     def __init__(self, message=""):
         super().__init__(message)
@@ -65,6 +82,8 @@ class PluginException(Exception):
 plugins.plugin = plugin
 plugins.Context = Context
 plugins.PluginException = PluginException
+plugins.deprecated = deprecated
+plugins.ModelType = ModelType
 inmanta.plugins = plugins
 sys.modules["inmanta"] = inmanta
 sys.modules["inmanta.plugins"] = plugins
@@ -190,6 +209,8 @@ def view(v):
     return v
 
 def decode(v):
+    if isinstance(v, dict) and "__weft_dict__" in v:
+        return {k: decode(x) for k, x in v["__weft_dict__"]}
     if isinstance(v, dict) and "__weft_instance__" in v:
         return DynamicProxy(v["__weft_instance__"], v["display"])
     if isinstance(v, dict) and "__weft_dataclass__" in v:
@@ -216,7 +237,8 @@ def encode(v):
         for k, x in v.items():
             if not isinstance(k, str):
                 raise ReturnedValueError(f"dict keys should be strings, got {k!r} of type {type(k)} with dict value {x!r}")
-        return {k: encode(x) for k, x in v.items()}
+        # As pairs: a JSON object's keys may come out in another order, a dict's may not.
+        return {"__weft_dict__": [[k, encode(x)] for k, x in v.items()]}
     if isinstance(v, tuple):
         # Told apart from a list: the reference's `list` annotation refuses a tuple.
         return {"__weft_tuple__": [encode(x) for x in v]}
@@ -248,21 +270,38 @@ def answer(request):
     except CompilerError as e:
         return json.dumps({"compiler_error": type(e).__name__, "message": str(e)})
     except PluginException as e:
-        return json.dumps({"plugin_error": str(e.message)})
+        return json.dumps({"plugin_error": str(e.message), "class": type(e).__name__})
     except ReturnedValueError as e:
         return json.dumps({"runtime_error": str(e)})
     except BaseException as e:
         # `SystemExit` and `KeyboardInterrupt` too: a plugin ends its call, not the server.
         return json.dumps({"error": type(e).__name__, "message": str(e)})
 
+class Tee(io.TextIOBase):
+    """The plugin's `sys.stderr` during a call: kept for the call's response, and written to
+    the server's error log too, which is what weft shows if the server dies in the call."""
+
+    def __init__(self):
+        self.text = io.StringIO()
+
+    def write(self, s):
+        self.text.write(s)
+        sys.__stderr__.write(s)
+        sys.__stderr__.flush()
+        return len(s)
+
+    def getvalue(self):
+        return self.text.getvalue()
+
 for line in requests:
-    captured = io.StringIO()
-    sys.stdout = captured
+    captured, errors = io.StringIO(), Tee()
+    sys.stdout, sys.stderr = captured, errors
     try:
         response = answer(json.loads(line))
     finally:
-        sys.stdout = sys.__stdout__
-    responses.write(response[:-1] + ', "out": ' + json.dumps(captured.getvalue()) + "}\n")
+        sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+    out, err = json.dumps(captured.getvalue()), json.dumps(errors.getvalue())
+    responses.write(response[:-1] + ', "out": ' + out + ', "err": ' + err + "}\n")
     responses.flush()
 "#;
 
@@ -271,8 +310,8 @@ for line in requests:
 pub enum BridgeError {
     /// The plugin raised a Python exception (class, message).
     Python(String, String),
-    /// The plugin raised `PluginException`.
-    Plugin(String),
+    /// The plugin raised `PluginException` or a subclass (class, message).
+    Plugin(String, String),
     /// The plugin returned what the model can not hold (a dict with a key that is not a
     /// string): the reference's `RuntimeException`, wrapped.
     Runtime(String),
@@ -323,6 +362,14 @@ pub enum AttributeReply {
     },
 }
 
+/// Where what plugins write goes: the lines of their `sys.stdout` join the evaluation's prints,
+/// as in the reference; those of their `sys.stderr` (messages, `warnings`, `logging`'s
+/// default) are the evaluation's plugin messages, which `weft` shows on its error stream.
+pub struct Output<'a> {
+    pub prints: &'a mut Vec<String>,
+    pub errors: &'a mut Vec<String>,
+}
+
 /// What a plugin returned.
 #[derive(Debug)]
 pub struct Returned {
@@ -369,7 +416,7 @@ pub fn call(
     sandboxes: &Sandboxes,
     servers: &mut Servers,
     call: PluginCall<'_>,
-    prints: &mut Vec<String>,
+    output: Output<'_>,
     attributes: &mut dyn FnMut(u32, &str) -> AttributeReply,
 ) -> Result<Returned, BridgeError> {
     let PluginCall { package, module, function, args, kwargs, context } = call;
@@ -385,11 +432,14 @@ pub fn call(
         "context": context.map(|c| json!({"position": c.position, "data_dir": c.data_dir.to_string_lossy()})),
     });
     let response = servers.exchange(&sandbox.dir, scrub, &request, attributes)?;
-    if let Some(out) = response.get("out").and_then(Json::as_str).filter(|out| !out.is_empty()) {
-        // `print` ends its text with a newline, which `std::print`'s lines leave implicit.
-        let out = scrub.apply(out);
-        prints.extend(out.strip_suffix('\n').unwrap_or(&out).split('\n').map(str::to_string));
-    }
+    let lines = |key: &str| {
+        let text = response.get(key).and_then(Json::as_str).filter(|text| !text.is_empty())?;
+        // `print` ends its text with a newline, which the lines leave implicit.
+        let text = scrub.apply(text);
+        Some(text.strip_suffix('\n').unwrap_or(&text).split('\n').map(str::to_string).collect::<Vec<_>>())
+    };
+    output.prints.extend(lines("out").unwrap_or_default());
+    output.errors.extend(lines("err").unwrap_or_default());
     if let Some(v) = response.get("ok") {
         let is_tuple = v.as_object().is_some_and(|m| m.len() == 1 && m.contains_key("__weft_tuple__"));
         return Ok(Returned { value: from_json(v), is_tuple });
@@ -402,7 +452,8 @@ pub fn call(
         return Err(BridgeError::Compiler(kind.to_string(), scrub.apply(message)));
     }
     if let Some(m) = response.get("plugin_error") {
-        return Err(BridgeError::Plugin(scrub.apply(m.as_str().unwrap_or_default())));
+        let class = response.get("class").and_then(Json::as_str).unwrap_or("PluginException");
+        return Err(BridgeError::Plugin(class.to_string(), scrub.apply(m.as_str().unwrap_or_default())));
     }
     if let Some(m) = response.get("runtime_error") {
         return Err(BridgeError::Runtime(scrub.apply(m.as_str().unwrap_or_default())));
@@ -440,12 +491,14 @@ impl Server {
             ))
         };
         // In the sandbox, which is private to this user and removed with the server.
+        // Appending, so that emptying it before each call (see `exchange`) is safe while the
+        // server writes to it.
         let errors = File::options()
             .read(true)
-            .write(true)
+            .append(true)
             .create(true)
-            .truncate(true)
             .open(sandbox.join("python-errors.log"))
+            .and_then(|file| file.set_len(0).map(|()| file))
             .map_err(|e| BridgeError::Unavailable(format!("cannot make the Python bridge's error log: {e}")))?;
         // `-B`: no `__pycache__` written into the module's sources or a materialized package.
         let mut child = Command::new(interpreter)
@@ -470,6 +523,8 @@ impl Server {
     /// died during the call.
     fn exchange(&mut self, request: &Json, attributes: &mut dyn FnMut(u32, &str) -> AttributeReply) -> Option<Json> {
         let _shared = self.share_processor();
+        // The log keeps what one call wrote: the message if the server dies in it.
+        let _ = self.errors.set_len(0);
         self.send(request)?;
         loop {
             let mut line = String::new();
@@ -806,7 +861,7 @@ fn to_json(v: &BridgeValue) -> Json {
         BridgeValue::Instance { id, display } => json!({"__weft_instance__": id, "display": display}),
         BridgeValue::List(items) => Json::Array(items.iter().map(to_json).collect()),
         BridgeValue::Dict(entries) => {
-            Json::Object(entries.iter().map(|(k, v)| (k.clone(), to_json(v))).collect::<serde_json::Map<_, _>>())
+            json!({"__weft_dict__": entries.iter().map(|(k, v)| json!([k, to_json(v)])).collect::<Vec<_>>()})
         }
         BridgeValue::Dataclass { module, class, fields } => json!({
             "__weft_dataclass__": class,
@@ -825,7 +880,10 @@ fn plain_to_json(v: &Value) -> Json {
         Value::Float(f) => json!(f),
         Value::Str(s) => Json::String(s.to_string()),
         Value::List(items) => Json::Array(items.iter().map(plain_to_json).collect()),
-        Value::Dict(entries) => Json::Object(entries.iter().map(|(k, v)| (k.to_string(), plain_to_json(v))).collect()),
+        // As pairs: serde_json's objects keep their keys sorted, a dict keeps its order.
+        Value::Dict(entries) => {
+            json!({"__weft_dict__": entries.iter().map(|(k, v)| json!([k.as_ref(), plain_to_json(v)])).collect::<Vec<_>>()})
+        }
     }
 }
 
@@ -856,6 +914,13 @@ fn from_json(v: &Json) -> Value {
                         "-inf" => f64::NEG_INFINITY,
                         _ => f64::NAN,
                     });
+                }
+                if let Some(Json::Array(pairs)) = map.get("__weft_dict__") {
+                    let entries = pairs.iter().filter_map(|pair| match pair.as_array().map(Vec::as_slice) {
+                        Some([Json::String(k), v]) => Some((Arc::from(k.as_str()), from_json(v))),
+                        _ => None,
+                    });
+                    return Value::Dict(entries.collect());
                 }
                 if let Some(Json::Array(items)) = map.get("__weft_tuple__") {
                     return Value::List(Arc::from(items.iter().map(from_json).collect::<Vec<_>>()));
@@ -933,7 +998,7 @@ mod tests {
                     kwargs: Vec::new(),
                     context: None,
                 },
-                &mut Vec::new(),
+                Output { prints: &mut Vec::new(), errors: &mut Vec::new() },
                 &mut |_, _| AttributeReply::NotFound(String::new()),
             )
         };
@@ -951,9 +1016,10 @@ mod tests {
         assert_eq!(where_message(&embedded), from_disk);
     }
 
-    /// One server answers a package's calls, so module state carries from call to call; a
-    /// server that died is reported with what it wrote, replaced at the next call, and none
-    /// outlives its evaluation's set of servers.
+    /// One server answers a package's calls, so module state carries from call to call, and
+    /// keeps apart what a plugin prints and what it writes to `sys.stderr`; a server that died
+    /// is reported with what it wrote in that call, replaced at the next call, and none outlives
+    /// its evaluation's set of servers.
     #[test]
     fn a_server_keeps_state_and_a_dead_one_is_replaced() {
         let scratch = tempfile::tempdir().unwrap();
@@ -961,14 +1027,15 @@ mod tests {
         std::fs::create_dir(&package).unwrap();
         std::fs::write(
             package.join("__init__.py"),
-            "import os, sys\nn = 0\n\ndef count():\n    global n\n    n += 1\n    print('call', n)\n    return \
-             n\n\ndef die():\n    sys.stderr.write('going away\\n')\n    os._exit(3)\n",
+            "import os, sys\nn = 0\n\ndef count():\n    global n\n    n += 1\n    print('call', n)\n    \
+             print('counted', file=sys.stderr)\n    return n\n\ndef die():\n    sys.stderr.write('going away\\n')\n    os._exit(3)\n",
         )
         .unwrap();
         let sandboxes = Sandboxes::default();
         let mut servers = Servers::default();
         let mut prints = Vec::new();
-        let mut run = |function: &str, prints: &mut Vec<String>| {
+        let mut errors = Vec::new();
+        let mut run = |function: &str, prints: &mut Vec<String>, errors: &mut Vec<String>| {
             let call_of = PluginCall {
                 package: &package,
                 module: "inmanta_plugins.pkg",
@@ -977,16 +1044,21 @@ mod tests {
                 kwargs: Vec::new(),
                 context: None,
             };
-            call(&sandboxes, &mut servers, call_of, prints, &mut |_, _| AttributeReply::NotFound(String::new()))
+            let output = Output { prints, errors };
+            call(&sandboxes, &mut servers, call_of, output, &mut |_, _| AttributeReply::NotFound(String::new()))
         };
-        assert!(matches!(run("count", &mut prints), Ok(Returned { value: Value::Int(1), .. })));
-        assert!(matches!(run("count", &mut prints), Ok(Returned { value: Value::Int(2), .. })));
+        assert!(matches!(run("count", &mut prints, &mut errors), Ok(Returned { value: Value::Int(1), .. })));
+        assert!(matches!(run("count", &mut prints, &mut errors), Ok(Returned { value: Value::Int(2), .. })));
         assert_eq!(prints, ["call 1", "call 2"]);
-        match run("die", &mut prints) {
+        assert_eq!(errors, ["counted", "counted"], "what goes to sys.stderr is kept apart");
+        match run("die", &mut prints, &mut errors) {
             Err(BridgeError::Unavailable(message)) => assert_eq!(message, "python3 failed: going away"),
             other => panic!("{other:?}"),
         }
-        assert!(matches!(run("count", &mut prints), Ok(Returned { value: Value::Int(1), .. })), "a fresh server");
+        assert!(
+            matches!(run("count", &mut prints, &mut errors), Ok(Returned { value: Value::Int(1), .. })),
+            "a fresh server"
+        );
         let pid = servers.running.values().next().unwrap().child.id();
         drop(servers);
         if cfg!(target_os = "linux") {

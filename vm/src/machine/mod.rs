@@ -253,6 +253,12 @@ pub trait Host: Send + Sync {
         Vec::new()
     }
 
+    /// What plugins wrote to their error stream so far (the runtime's Python plugins' warnings
+    /// and messages), for the caller to show.
+    fn take_messages(&mut self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// The evaluation is over: the host lets go of what it held for plugins outside the
     /// process (the runtime's Python servers), so that the next evaluation starts afresh.
     fn finish(&mut self) {}
