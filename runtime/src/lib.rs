@@ -218,7 +218,14 @@ impl Host for RuntimeHost {
             let mut adapter = Adapter { machine: &mut *machine, scope, host: &mut *self };
             plugins::check_arguments(signature, &prepared, &args, &kwargs, &mut adapter)
                 .map_err(|e| plugin_failure(name, e))?;
-            let returned = self.call_python(machine, signature, args, kwargs)?;
+            let returned = match self.call_python(machine, signature, args, kwargs) {
+                Err(PythonFailure::Unencodable(text)) => {
+                    let mut adapter = Adapter { machine: &mut *machine, scope, host: &mut *self };
+                    return Err(plugin_failure(name, plugins::unencodable_return(&prepared, &text, &mut adapter)));
+                }
+                Err(PythonFailure::Failure(failure)) => return Err(failure),
+                Ok(returned) => returned,
+            };
             if !instances_exist(&returned.value, machine.instances.len()) {
                 return Err(PluginFailure::Error(EvalError::new(
                     ErrorKind::ExternalException,
@@ -311,7 +318,7 @@ impl RuntimeHost {
         signature: &weft_ir::plugin::PluginSignature,
         args: Vec<Value>,
         kwargs: Vec<(String, Value)>,
-    ) -> Result<python::Returned, PluginFailure> {
+    ) -> Result<python::Returned, PythonFailure> {
         let name = signature.qualified_name();
         let top = signature.namespace.split("::").next().unwrap_or_default();
         let package = match self.modules.python_dir(top) {
@@ -320,13 +327,16 @@ impl RuntimeHost {
                 return Err(PluginFailure::Error(EvalError::new(
                     ErrorKind::ExternalException,
                     format!("Exception in plugin {name}: {reason}"),
-                )));
+                ))
+                .into());
             }
         };
         let module = format!("inmanta_plugins.{}", signature.namespace.replace("::", "."));
         let args = args.into_iter().map(|v| bridge_value(machine, v)).collect::<Result<Vec<_>, _>>()?;
-        let kwargs =
-            kwargs.into_iter().map(|(k, v)| Ok((k, bridge_value(machine, v)?))).collect::<Result<Vec<_>, _>>()?;
+        let kwargs = kwargs
+            .into_iter()
+            .map(|(k, v)| Ok((k, bridge_value(machine, v)?)))
+            .collect::<Result<Vec<_>, PluginFailure>>()?;
         let context = signature.takes_context.then(|| python::PluginContext {
             position: signature.context_position as usize,
             data_dir: self.data_dir().join(&signature.namespace),
@@ -337,7 +347,8 @@ impl RuntimeHost {
         let called = python::call(self.modules.sandboxes(), &mut self.python, call, output, &mut |inst, name| {
             attribute_reply(machine, inst, name)
         });
-        match called {
+        let outcome = match called {
+            Err(python::BridgeError::Unencodable(text)) => return Err(PythonFailure::Unencodable(text)),
             Ok(v) => Ok(v),
             Err(python::BridgeError::Python(class, message)) => Err(PluginFailure::Error(EvalError::wrap(
                 ErrorKind::ExternalException,
@@ -368,7 +379,21 @@ impl RuntimeHost {
                 ErrorKind::ExternalException,
                 format!("Exception in plugin {name}: {message}"),
             ))),
-        }
+        };
+        outcome.map_err(PythonFailure::Failure)
+    }
+}
+
+/// How a call through the Python bridge failed: as a plugin call does, or with a returned
+/// value the model has no value for, whose error needs the plugin's return annotation.
+enum PythonFailure {
+    Failure(PluginFailure),
+    Unencodable(String),
+}
+
+impl From<PluginFailure> for PythonFailure {
+    fn from(failure: PluginFailure) -> PythonFailure {
+        PythonFailure::Failure(failure)
     }
 }
 

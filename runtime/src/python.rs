@@ -42,10 +42,17 @@ from collections.abc import Mapping
 inmanta = types.ModuleType("inmanta")
 plugins = types.ModuleType("inmanta.plugins")
 
+# The plugins by Python module and the name the model calls them by, which
+# `@plugin("name")` makes other than the function's.
+registered = {}
+
 def plugin(function=None, **options):
+    def register(f, name=None):
+        registered[(f.__module__, name or f.__name__)] = f
+        return f
     if callable(function):
-        return function
-    return lambda f: f
+        return register(function)
+    return lambda f: register(f, function if isinstance(function, str) else None)
 
 class Context:
     """What weft's bridge can give of the reference's plugin context: `get_data_dir`."""
@@ -223,6 +230,9 @@ def decode(v):
         return [decode(x) for x in v]
     return v
 
+class ReturnedDataclass(Exception):
+    """weft can not turn a returned dataclass into an instance."""
+
 class ReturnedValueError(Exception):
     """A returned value the model can not hold; the reference raises a RuntimeException."""
 
@@ -232,7 +242,7 @@ def encode(v):
     if isinstance(v, View):
         return encode(v._target)
     if dataclasses.is_dataclass(v):
-        raise TypeError("returning a dataclass is not supported by weft's Python bridge")
+        raise ReturnedDataclass("returning a dataclass is not supported by weft's Python bridge")
     if isinstance(v, dict):
         for k, x in v.items():
             if not isinstance(k, str):
@@ -257,14 +267,20 @@ def answer(request):
         name = (request["module"], request["function"])
         function = functions.get(name)
         if function is None:
-            function = getattr(importlib.import_module(name[0]), name[1])
+            module = importlib.import_module(name[0])
+            function = registered.get(name) or getattr(module, name[1])
             functions[name] = function
         args = [view(decode(a)) for a in request["args"]]
         context = request.get("context")
         if context is not None:
             args.insert(context["position"], Context(context["data_dir"]))
         result = function(*args, **{k: view(decode(v)) for k, v in request["kwargs"].items()})
-        return json.dumps({"ok": encode(result)}, allow_nan=False)
+        try:
+            return json.dumps({"ok": encode(result)}, allow_nan=False)
+        except (TypeError, ValueError):
+            # A set, bytes, a generator, an object: the model has no value for it (the
+            # reference keeps it as it is where the annotation is `any`).
+            return json.dumps({"unencodable": str(result)})
     except UnsetException as e:
         return json.dumps({"unset": e.cell})
     except CompilerError as e:
@@ -318,6 +334,9 @@ pub enum BridgeError {
     /// The plugin read an attribute without a value (the cell) and let the `UnsetException`
     /// through: the call is made again once the cell has a value.
     Unset(u32),
+    /// The plugin returned a Python value the model has no value for (a set, bytes, an
+    /// object), shown as Python's `str` of it.
+    Unencodable(String),
     /// The plugin let through an evaluator error raised in it (kind, message).
     Compiler(String, String),
     /// The bridge itself could not run the plugin.
@@ -443,6 +462,9 @@ pub fn call(
     if let Some(v) = response.get("ok") {
         let is_tuple = v.as_object().is_some_and(|m| m.len() == 1 && m.contains_key("__weft_tuple__"));
         return Ok(Returned { value: from_json(v), is_tuple });
+    }
+    if let Some(text) = response.get("unencodable").and_then(Json::as_str) {
+        return Err(BridgeError::Unencodable(scrub.apply(text)));
     }
     if let Some(cell) = response.get("unset").and_then(Json::as_u64) {
         return Err(BridgeError::Unset(cell as u32));

@@ -407,6 +407,36 @@ pub fn check_python_return(
     }
 }
 
+/// The error for a module's Python plugin that returned a value the model has no value for
+/// (a set, bytes, a generator), shown as `text`: the reference's type error where the
+/// annotation is a type, and where it is `any` (which the reference accepts, keeping the
+/// Python object) weft's own error.
+pub fn unencodable_return(prepared: &Prepared, text: &str, host: &mut dyn PluginHost) -> PluginError {
+    let ty = &prepared.return_type;
+    if matches!(**ty, types::Ty::Any) {
+        return PluginError::external(
+            "TypeError",
+            format!(
+                "weft can not hold the value {text} that the plugin returned: only primitives, lists, dicts and instances cross the Python bridge"
+            ),
+        );
+    }
+    let expected = ty.type_string();
+    // What the annotation's check says of a value shown so: for a list type the reference's
+    // `TypingException`, for a primitive its `RuntimeException`.
+    let cause = ty.refusal(&Value::str(text), host).ok().flatten().unwrap_or_else(|| Cause {
+        kind: ErrorKind::RuntimeException,
+        message: format!("Invalid value '{text}', expected {expected}"),
+    });
+    PluginError::Type {
+        message: format!(
+            "Return value {text} of plugin {} has incompatible type. Expected type: {expected}",
+            prepared.qualified
+        ),
+        cause: Some(cause),
+    }
+}
+
 /// [`check_return`] with the annotation resolved.
 fn check_return_type(
     ty: &types::Ty,
