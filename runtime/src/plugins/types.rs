@@ -255,10 +255,11 @@ const OBJECT_REFERENCE: &str = "References are not allowed for values of type `o
 
 impl Ty {
     /// Why [`Ty::validate`] refused `value`, which it did: the error the reference's type
-    /// raises, which it chains under the plugin type error. `None` for the refusals whose
-    /// words were not checked against the reference (a typed list's elements, a reference of
-    /// the wrong type). The value is not validated again: that may evaluate a typedef's
-    /// constraint.
+    /// raises, which it chains under the plugin type error (`inmanta.ast.type`'s `validate`
+    /// methods: a typed list or dict refuses its first element that its element type refuses,
+    /// with that type's error). `None` for the refusals whose words were not checked against
+    /// the reference (a reference of the wrong type). The value itself is not validated again
+    /// (that may evaluate a typedef's constraint); the elements of a typed list or dict are.
     pub(crate) fn refusal(&self, value: &Value, host: &mut dyn PluginHost) -> Result<Option<Cause>, PluginError> {
         let cause = |kind, message: String| Ok(Some(Cause { kind, message }));
         let shown = |host: &dyn PluginHost| pyfmt::dsl_str(value, host);
@@ -284,8 +285,19 @@ impl Ty {
                 Ty::OrRef(_) | Ty::Union(_) => {
                     cause(ErrorKind::TypingException, format!("Invalid value '{}', expected None", shown(host)))
                 }
-                _ => Ok(None),
+                _ => cause(
+                    ErrorKind::TypingException,
+                    format!("Invalid value '{}', expected {}", shown(host), self.type_string()),
+                ),
             },
+            (Ty::TypedList(element), Value::List(items)) => {
+                for item in items.iter() {
+                    if element.validate(item, host)? != Check::Ok {
+                        return element.refusal(item, host);
+                    }
+                }
+                Ok(None)
+            }
             (Ty::Dict(_), v) if !matches!(v, Value::Dict(_)) => {
                 cause(ErrorKind::RuntimeException, format!("Invalid value '{}', expected dict", shown(host)))
             }
@@ -295,6 +307,21 @@ impl Ty {
                     false => Ok(None),
                 }
             }
+            (Ty::Dict(element), Value::Dict(entries)) => {
+                for (_, item) in entries.iter() {
+                    if element.validate(item, host)? != Check::Ok {
+                        return element.refusal(item, host);
+                    }
+                }
+                Ok(None)
+            }
+            (Ty::Null, _) => {
+                cause(ErrorKind::RuntimeException, format!("Invalid value '{}', expected null", shown(host)))
+            }
+            (Ty::Union(_), v) if !matches!(v, Value::Reference(_)) => cause(
+                ErrorKind::TypingException,
+                format!("Invalid value '{}', expected {}", shown(host), self.type_string()),
+            ),
             (Ty::Nullable(inner), _) => inner.refusal(value, host),
             (Ty::OrRef(inner), v) if !matches!(v, Value::Reference(_)) => inner.refusal(value, host),
             (Ty::Named(name), _) => {

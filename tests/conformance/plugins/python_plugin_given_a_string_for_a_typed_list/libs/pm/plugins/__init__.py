@@ -1,0 +1,5 @@
+from inmanta.plugins import plugin, Context, PluginException
+
+@plugin
+def f(a: "string[]") -> "string":
+    return "|".join(a)
