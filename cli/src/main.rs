@@ -177,7 +177,8 @@ impl ProjectArgs {
     /// environment or when it has no `bin/python3`.
     fn python_interpreter(&self) -> Option<PathBuf> {
         let interpreter = self.python_env()?.join("bin").join("python3");
-        interpreter.is_file().then_some(interpreter)
+        // Absolute: the plugins run in the project's directory, not necessarily this one.
+        interpreter.is_file().then(|| std::path::absolute(&interpreter).unwrap_or(interpreter))
     }
 }
 
@@ -582,6 +583,7 @@ fn evaluate(project: &ProjectArgs, inputs: &InputArgs, keep_model: bool) -> Resu
             // project, so its runs use `data/` in the working directory.
             data_dir: (!is_artifact(&project.project)).then(|| project.project.join("data")),
             python: project.python_interpreter(),
+            plugin_dir: (!is_artifact(&project.project)).then(|| project.project.clone()),
         };
         evaluated.loaded = started.elapsed();
         let (outcome, model) = weft_runtime::run(executable, &options);

@@ -322,3 +322,29 @@ fn python_plugins_run_with_the_python_environments_interpreter() {
         assert_eq!(through_variable, "environment\n", "{target}");
     }
 }
+
+#[test]
+fn python_plugins_run_in_the_projects_directory() {
+    // As the reference, run in the project: a plugin reading a relative path reads the
+    // project's file, wherever weft was started.
+    let scratch = Scratch::new("artifact", "python-working-directory");
+    let module = scratch.path("project/libs/pm");
+    std::fs::create_dir_all(module.join("model")).expect("the module's directories");
+    std::fs::create_dir_all(module.join("plugins")).expect("the module's directories");
+    std::fs::write(module.join("module.yml"), "name: pm\nversion: 0.1.0\nlicense: ASL 2.0\n").expect("writable");
+    std::fs::write(module.join("model/_init.cf"), "").expect("writable");
+    std::fs::write(
+        module.join("plugins/__init__.py"),
+        "from inmanta.plugins import plugin\n\n@plugin\ndef first_line() -> \"string\":\n    with open(\"main.cf\") as \
+         f:\n        return f.readline().strip()\n",
+    )
+    .expect("writable");
+    std::fs::write(
+        scratch.path("project/main.cf"),
+        "# the project's main.cf\nimport pm\nstd::print(pm::first_line())\n",
+    )
+    .expect("writable");
+    std::fs::write(scratch.path("main.cf"), "# another main.cf\n").expect("writable");
+    let out = succeeded(&weft(&scratch.0, &["compile", "project"], &[]));
+    assert_eq!(out, "# the project's main.cf\n");
+}

@@ -52,6 +52,10 @@ pub struct Options {
     /// so that they import what is installed there, as in the reference running in it);
     /// `None` for `python3` from `PATH`.
     pub python: Option<std::path::PathBuf>,
+    /// The working directory of the Python plugins: the project's, where the reference is
+    /// run, so that a plugin reading a relative path reads the same file wherever `weft` was
+    /// started; `None` for weft's own (an artifact has no project).
+    pub plugin_dir: Option<std::path::PathBuf>,
 }
 
 /// The result of an evaluation.
@@ -96,7 +100,7 @@ pub fn run(executable: &Executable, options: &Options) -> (Outcome, Option<expor
     let host = RuntimeHost {
         prints: Vec::new(),
         plugin_messages: Vec::new(),
-        python: python::Servers::new(options.python.as_deref()),
+        python: python::Servers::new(options.python.as_deref(), options.plugin_dir.as_deref()),
         prepared: Vec::new(),
         modules: options.modules.clone(),
         facts: options.facts.clone(),
@@ -339,7 +343,10 @@ impl RuntimeHost {
             .collect::<Result<Vec<_>, PluginFailure>>()?;
         let context = signature.takes_context.then(|| python::PluginContext {
             position: signature.context_position as usize,
-            data_dir: self.data_dir().join(&signature.namespace),
+            // Absolute: the plugin's working directory may be another one.
+            data_dir: std::path::absolute(self.data_dir())
+                .unwrap_or_else(|_| self.data_dir())
+                .join(&signature.namespace),
         });
         let call =
             python::PluginCall { package: &package, module: &module, function: &signature.name, args, kwargs, context };

@@ -505,7 +505,7 @@ impl Server {
     /// killed: a plugin may have left a thread that keeps Python from exiting.
     const GRACE: Duration = Duration::from_secs(1);
 
-    fn start(interpreter: &Path, sandbox: &Path) -> Result<Server, BridgeError> {
+    fn start(interpreter: &Path, working_dir: Option<&Path>, sandbox: &Path) -> Result<Server, BridgeError> {
         let unavailable = |e: std::io::Error| {
             BridgeError::Unavailable(format!(
                 "cannot run {}: {e} (plugins implemented in Python need python3 on this host)",
@@ -522,8 +522,14 @@ impl Server {
             .open(sandbox.join("python-errors.log"))
             .and_then(|file| file.set_len(0).map(|()| file))
             .map_err(|e| BridgeError::Unavailable(format!("cannot make the Python bridge's error log: {e}")))?;
+        // Absolute: the server may run in another directory than this process.
+        let sandbox = std::path::absolute(sandbox).unwrap_or_else(|_| sandbox.to_path_buf());
+        let mut command = Command::new(interpreter);
+        if let Some(dir) = working_dir {
+            command.current_dir(dir);
+        }
         // `-B`: no `__pycache__` written into the module's sources or a materialized package.
-        let mut child = Command::new(interpreter)
+        let mut child = command
             .arg("-B")
             .arg("-c")
             .arg(DRIVER)
@@ -752,19 +758,26 @@ impl Drop for Sandbox {
 pub struct Servers {
     /// The interpreter the servers run: a Python environment's, or `python3` from `PATH`.
     interpreter: PathBuf,
+    working_dir: Option<PathBuf>,
     running: BTreeMap<PathBuf, Server>,
 }
 
 impl Default for Servers {
     fn default() -> Servers {
-        Servers::new(None)
+        Servers::new(None, None)
     }
 }
 
 impl Servers {
     /// Servers run by `interpreter`, or by `python3` as `PATH` finds it.
-    pub fn new(interpreter: Option<&Path>) -> Servers {
-        Servers { interpreter: interpreter.unwrap_or(Path::new("python3")).to_path_buf(), running: BTreeMap::new() }
+    /// Servers run by `interpreter`, or by `python3` as `PATH` finds it, in `working_dir`, or
+    /// in this process's.
+    pub fn new(interpreter: Option<&Path>, working_dir: Option<&Path>) -> Servers {
+        Servers {
+            interpreter: interpreter.unwrap_or(Path::new("python3")).to_path_buf(),
+            working_dir: working_dir.map(Path::to_path_buf),
+            running: BTreeMap::new(),
+        }
     }
 
     /// Stops every server: the evaluation is over.
@@ -783,7 +796,7 @@ impl Servers {
         let server = match self.running.entry(sandbox.to_path_buf()) {
             std::collections::btree_map::Entry::Occupied(entry) => entry.into_mut(),
             std::collections::btree_map::Entry::Vacant(entry) => {
-                entry.insert(Server::start(&self.interpreter, sandbox)?)
+                entry.insert(Server::start(&self.interpreter, self.working_dir.as_deref(), sandbox)?)
             }
         };
         if let Some(response) = server.exchange(request, attributes) {

@@ -67,8 +67,12 @@ pub fn compile_with(dir: &Path, load: &LoadOptions) -> Outcome {
     let mut prints = Vec::new();
     if let Some(lowered) = compiled.lowered {
         let modules = weft_runtime::modules::Modules::from_dirs(program.module_dirs());
-        let options =
-            weft_runtime::Options { modules, data_dir: Some(dir.join("data")), ..weft_runtime::Options::default() };
+        let options = weft_runtime::Options {
+            modules,
+            data_dir: Some(dir.join("data")),
+            plugin_dir: Some(dir.to_path_buf()),
+            ..weft_runtime::Options::default()
+        };
         let outcome = weft_runtime::evaluate(Arc::new(lowered), &options);
         prints = outcome.prints;
         diagnostics.extend(outcome.errors.into_iter().take(1));
