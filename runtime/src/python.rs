@@ -6,7 +6,9 @@
 //! server imports the package with a minimal stand-in for `inmanta.plugins` (the `@plugin`
 //! decorator, `Context`, `PluginException`) and then answers calls, one JSON line per request
 //! and one per response. Instances of `std::Dataclass` entities are passed as their Python
-//! dataclass, built from the instance's attributes, as the reference does.
+//! dataclass, built from the instance's attributes, as the reference does; other instances as
+//! read-only proxies whose attribute reads are questions back to the evaluator during the
+//! call (a `getattr` line, answered on the request pipe); lists and dicts as read-only views.
 //!
 //! One process for all the calls is what the reference does too: it imports a module's
 //! plugins once per compile, so module-level state (a counter, a cache, an allocator of
@@ -16,9 +18,10 @@
 //!
 //! What a plugin writes to `sys.stdout` is captured per call and added to the evaluation's
 //! prints, where the reference's `print` in a plugin lands, between the lines of `std::print`
-//! around it. The protocol has the process's own standard input and output to itself: the
-//! plugin's file descriptor 0 reads nothing and 1 writes to the server's error stream, which
-//! goes to a file in the sandbox and is shown only when the server dies.
+//! around it; what it writes to `sys.stderr` becomes the evaluation's plugin messages. The
+//! protocol has the process's own standard input and output to itself: the plugin's file
+//! descriptor 0 reads nothing and 1 writes to the server's error stream, which goes to a file
+//! in the sandbox, emptied before each call and shown only when the server dies in one.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
