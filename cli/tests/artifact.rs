@@ -287,22 +287,28 @@ fn python_plugins_unpacked_for_a_run_are_removed_when_it_ends() {
     }
 }
 
-#[test]
-fn python_plugins_run_with_the_python_environments_interpreter() {
-    // The environment's `bin/python3` marks the plugins it runs; `python3` from `PATH` does not.
-    let scratch = Scratch::new("artifact", "python-interpreter");
+/// A project `project/` in `scratch` whose `main.cf` is `main_cf` and whose module `pm` has
+/// the Python plugins `plugins_py`.
+fn python_plugin_project(scratch: &Scratch, plugins_py: &str, main_cf: &str) {
     let module = scratch.path("project/libs/pm");
     std::fs::create_dir_all(module.join("model")).expect("the module's directories");
     std::fs::create_dir_all(module.join("plugins")).expect("the module's directories");
     std::fs::write(module.join("module.yml"), "name: pm\nversion: 0.1.0\nlicense: ASL 2.0\n").expect("writable");
     std::fs::write(module.join("model/_init.cf"), "").expect("writable");
-    std::fs::write(
-        module.join("plugins/__init__.py"),
+    std::fs::write(module.join("plugins/__init__.py"), plugins_py).expect("writable");
+    std::fs::write(scratch.path("project/main.cf"), main_cf).expect("writable");
+}
+
+#[test]
+fn python_plugins_run_with_the_python_environments_interpreter() {
+    // The environment's `bin/python3` marks the plugins it runs; `python3` from `PATH` does not.
+    let scratch = Scratch::new("artifact", "python-interpreter");
+    python_plugin_project(
+        &scratch,
         "import os\nfrom inmanta.plugins import plugin\n\n@plugin\ndef interpreter() -> \"string\":\n    return \
          os.environ.get(\"WEFT_TEST_INTERPRETER\", \"python3 from PATH\")\n",
-    )
-    .expect("writable");
-    std::fs::write(scratch.path("project/main.cf"), "import pm\nstd::print(pm::interpreter())\n").expect("writable");
+        "import pm\nstd::print(pm::interpreter())\n",
+    );
     let bin = scratch.path("venv/bin");
     std::fs::create_dir_all(&bin).expect("the environment's bin");
     std::fs::write(bin.join("python3"), "#!/bin/sh\nWEFT_TEST_INTERPRETER=environment exec python3 \"$@\"\n")
@@ -328,22 +334,12 @@ fn python_plugins_run_in_the_projects_directory() {
     // As the reference, run in the project: a plugin reading a relative path reads the
     // project's file, wherever weft was started.
     let scratch = Scratch::new("artifact", "python-working-directory");
-    let module = scratch.path("project/libs/pm");
-    std::fs::create_dir_all(module.join("model")).expect("the module's directories");
-    std::fs::create_dir_all(module.join("plugins")).expect("the module's directories");
-    std::fs::write(module.join("module.yml"), "name: pm\nversion: 0.1.0\nlicense: ASL 2.0\n").expect("writable");
-    std::fs::write(module.join("model/_init.cf"), "").expect("writable");
-    std::fs::write(
-        module.join("plugins/__init__.py"),
+    python_plugin_project(
+        &scratch,
         "from inmanta.plugins import plugin\n\n@plugin\ndef first_line() -> \"string\":\n    with open(\"main.cf\") as \
          f:\n        return f.readline().strip()\n",
-    )
-    .expect("writable");
-    std::fs::write(
-        scratch.path("project/main.cf"),
         "# the project's main.cf\nimport pm\nstd::print(pm::first_line())\n",
-    )
-    .expect("writable");
+    );
     std::fs::write(scratch.path("main.cf"), "# another main.cf\n").expect("writable");
     let out = succeeded(&weft(&scratch.0, &["compile", "project"], &[]));
     assert_eq!(out, "# the project's main.cf\n");

@@ -162,6 +162,17 @@ impl Value {
         }
     }
 
+    /// Whether `found` holds for this value or for any element of its lists and dicts, at any
+    /// depth (the value first, then its elements in order).
+    pub fn any_nested(&self, found: &impl Fn(&Value) -> bool) -> bool {
+        found(self)
+            || match self {
+                Value::List(items) => items.iter().any(|item| item.any_nested(found)),
+                Value::Dict(entries) => entries.iter().any(|(_, v)| v.any_nested(found)),
+                _ => false,
+            }
+    }
+
     /// The Python type name, as used in error messages.
     pub fn type_name(&self) -> &'static str {
         match self {
@@ -745,12 +756,7 @@ pub fn int_too_long_for_text(i: &BigInt) -> bool {
 /// to convert to text ([`int_too_long_for_text`]): what `str()` or `repr()` of the value
 /// raises `ValueError` for.
 pub fn holds_int_too_long_for_text(value: &Value) -> bool {
-    match value {
-        Value::BigInt(i) => int_too_long_for_text(i),
-        Value::List(items) => items.iter().any(holds_int_too_long_for_text),
-        Value::Dict(entries) => entries.iter().any(|(_, v)| holds_int_too_long_for_text(v)),
-        _ => false,
-    }
+    value.any_nested(&|v| matches!(v, Value::BigInt(i) if int_too_long_for_text(i)))
 }
 
 /// [`str_repr`], appended to `out`.

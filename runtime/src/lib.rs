@@ -344,9 +344,10 @@ impl RuntimeHost {
         let context = signature.takes_context.then(|| python::PluginContext {
             position: signature.context_position as usize,
             // Absolute: the plugin's working directory may be another one.
-            data_dir: std::path::absolute(self.data_dir())
-                .unwrap_or_else(|_| self.data_dir())
-                .join(&signature.namespace),
+            data_dir: {
+                let dir = self.data_dir();
+                std::path::absolute(&dir).unwrap_or(dir).join(&signature.namespace)
+            },
         });
         let call =
             python::PluginCall { package: &package, module: &module, function: &signature.name, args, kwargs, context };
@@ -424,12 +425,7 @@ fn bridge_value(machine: &mut Machine, v: Value) -> Result<python::BridgeValue, 
 }
 
 fn holds_instances(v: &Value) -> bool {
-    match v {
-        Value::Instance(_) => true,
-        Value::List(items) => items.iter().any(holds_instances),
-        Value::Dict(entries) => entries.iter().any(|(_, v)| holds_instances(v)),
-        _ => false,
-    }
+    v.any_nested(&|v| matches!(v, Value::Instance(_)))
 }
 
 fn bridge_instance(machine: &mut Machine, inst: u32) -> Result<python::BridgeValue, PluginFailure> {
@@ -487,12 +483,7 @@ fn attribute_reply(machine: &mut Machine, inst: u32, name: &str) -> python::Attr
 /// Whether every instance a value names is one of the evaluation's: a plugin returns what it
 /// was given, but its ids come back through Python.
 fn instances_exist(v: &Value, count: usize) -> bool {
-    match v {
-        Value::Instance(id) => (*id as usize) < count,
-        Value::List(items) => items.iter().all(|item| instances_exist(item, count)),
-        Value::Dict(entries) => entries.iter().all(|(_, v)| instances_exist(v, count)),
-        _ => true,
-    }
+    !v.any_nested(&|v| matches!(v, Value::Instance(id) if *id as usize >= count))
 }
 
 /// What a plugin sees of the evaluation.

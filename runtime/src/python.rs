@@ -4,7 +4,8 @@
 //! Each plugin package gets one long-lived subprocess (a *server*) per evaluation, started at
 //! the first call of one of its plugins and stopped when the evaluation ends ([`Servers`]). The
 //! server imports the package with a minimal stand-in for `inmanta.plugins` (the `@plugin`
-//! decorator, `Context`, `PluginException`) and then answers calls, one JSON line per request
+//! and `deprecated` decorators, `Context`, `ModelType`, `PluginException`) and then answers
+//! calls, one JSON line per request
 //! and one per response. Instances of `std::Dataclass` entities are passed as their Python
 //! dataclass, built from the instance's attributes, as the reference does; other instances as
 //! read-only proxies whose attribute reads are questions back to the evaluator during the
@@ -58,7 +59,8 @@ def plugin(function=None, **options):
     return lambda f: register(f, function if isinstance(function, str) else None)
 
 class Context:
-    """What weft's bridge can give of the reference's plugin context: `get_data_dir`."""
+    """What weft's bridge can give of the reference's plugin context: `get_data_dir` and
+    `get_environment_id`."""
 
     def __init__(self, data_dir=None):
         self._data_dir = data_dir

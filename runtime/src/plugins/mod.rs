@@ -381,29 +381,18 @@ pub fn check_python_return(
         let items = list.strip_prefix('[').and_then(|l| l.strip_suffix(']')).unwrap_or(&list);
         let single = matches!(value, Value::List(items) if items.len() == 1);
         let shown = format!("({items}{})", if single { "," } else { "" });
-        return Err(PluginError::Type {
-            message: format!(
-                "Return value {shown} of plugin {} has incompatible type. Expected type: {}",
-                prepared.qualified,
-                ty.type_string()
-            ),
-            cause: Some(Cause {
-                kind: ErrorKind::TypingException,
-                message: format!("Invalid value '{shown}', expected {}", ty.type_string()),
-            }),
-        });
+        let cause = Cause {
+            kind: ErrorKind::TypingException,
+            message: format!("Invalid value '{shown}', expected {}", ty.type_string()),
+        };
+        return Err(return_type_error(ty, &prepared.qualified, &shown, Some(cause)));
     }
     match ty.validate(value, host)? {
         types::Check::Ok => Ok(()),
-        types::Check::Mismatch | types::Check::Reference => Err(PluginError::Type {
-            message: format!(
-                "Return value {} of plugin {} has incompatible type. Expected type: {}",
-                pyfmt::dsl_str(value, host),
-                prepared.qualified,
-                ty.type_string()
-            ),
-            cause: ty.refusal(value, host)?,
-        }),
+        types::Check::Mismatch | types::Check::Reference => {
+            let cause = ty.refusal(value, host)?;
+            Err(return_type_error(ty, &prepared.qualified, &pyfmt::dsl_str(value, host), cause))
+        }
     }
 }
 
@@ -421,19 +410,24 @@ pub fn unencodable_return(prepared: &Prepared, text: &str, host: &mut dyn Plugin
             ),
         );
     }
-    let expected = ty.type_string();
     // What the annotation's check says of a value shown so: for a list type the reference's
     // `TypingException`, for a primitive its `RuntimeException`.
     let cause = ty.refusal(&Value::str(text), host).ok().flatten().unwrap_or_else(|| Cause {
         kind: ErrorKind::RuntimeException,
-        message: format!("Invalid value '{text}', expected {expected}"),
+        message: format!("Invalid value '{text}', expected {}", ty.type_string()),
     });
+    return_type_error(ty, &prepared.qualified, text, Some(cause))
+}
+
+/// The reference's error for a plugin's return value, shown as `shown`, that its annotation
+/// `ty` refuses.
+fn return_type_error(ty: &types::Ty, qualified: &str, shown: &str, cause: Option<Cause>) -> PluginError {
     PluginError::Type {
         message: format!(
-            "Return value {text} of plugin {} has incompatible type. Expected type: {expected}",
-            prepared.qualified
+            "Return value {shown} of plugin {qualified} has incompatible type. Expected type: {}",
+            ty.type_string()
         ),
-        cause: Some(cause),
+        cause,
     }
 }
 
@@ -446,14 +440,9 @@ fn check_return_type(
 ) -> Result<(), PluginError> {
     match ty.validate(value, host)? {
         types::Check::Ok => Ok(()),
-        types::Check::Mismatch | types::Check::Reference => Err(PluginError::Type {
-            message: format!(
-                "Return value {} of plugin {qualified} has incompatible type. Expected type: {}",
-                pyfmt::dsl_str(value, host),
-                ty.type_string()
-            ),
-            cause: None,
-        }),
+        types::Check::Mismatch | types::Check::Reference => {
+            Err(return_type_error(ty, qualified, &pyfmt::dsl_str(value, host), None))
+        }
     }
 }
 

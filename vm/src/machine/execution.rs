@@ -521,14 +521,6 @@ impl Machine {
     /// of its own, even inside a list (see `NullId`). A result without nulls comes back as it
     /// was, without a copy.
     pub(super) fn fresh_nulls(&mut self, value: Value) -> Value {
-        fn has_null(value: &Value) -> bool {
-            match value {
-                Value::Null(_) => true,
-                Value::List(items) => items.iter().any(has_null),
-                Value::Dict(entries) => entries.iter().any(|(_, v)| has_null(v)),
-                _ => false,
-            }
-        }
         fn renumber(value: &Value, next: &mut u64) -> Value {
             match value {
                 Value::Null(_) => {
@@ -542,7 +534,7 @@ impl Machine {
                 other => other.clone(),
             }
         }
-        if !has_null(&value) {
+        if !value.any_nested(&|v| matches!(v, Value::Null(_))) {
             return value;
         }
         renumber(&value, &mut self.fresh_null)
