@@ -3,10 +3,14 @@
 //!
 //! Each plugin package gets one long-lived subprocess (a *server*) per evaluation, started at
 //! the first call of one of its plugins and stopped when the evaluation ends ([`Servers`]). The
-//! server imports the package with a minimal stand-in for `inmanta.plugins` (the `@plugin`
-//! and `deprecated` decorators, `Context`, `ModelType`, `PluginException`) and then answers
-//! calls, one JSON line per request
-//! and one per response. Instances of `std::Dataclass` entities are passed as their Python
+//! server imports the package with a stand-in for the `inmanta` package (the reference's
+//! compiler): `inmanta.plugins` (the `@plugin` and `deprecated` decorators, `Context`,
+//! `ModelType`, `PluginException`), the proxy classes of `inmanta.execute.proxy`, `Unknown`
+//! and `NoneValue`, the compiler errors of `inmanta.ast`, and placeholders for every other name
+//! of inmanta-core's modules (resources, handlers, the exporter), which a plugin package
+//! defines next to its plugins and so must import, though a compile never runs them; `std`'s
+//! plugin package is a stand-in too (`is_unknown`). It then answers calls, one JSON line per
+//! request and one per response. Instances of `std::Dataclass` entities are passed as their Python
 //! dataclass, built from the instance's attributes, as the reference does; other instances as
 //! read-only proxies whose attribute reads are questions back to the evaluator during the
 //! call (a `getattr` line, answered on the request pipe); lists and dicts as read-only views.
@@ -40,11 +44,8 @@ use weft_ir::value::Value;
 /// per line, and answers each with one line on its (duplicated) standard output. `sys.argv[1]`
 /// is the sandbox directory, which holds the `inmanta_plugins` package to import from.
 const DRIVER: &str = r#"
-import dataclasses, importlib, io, json, os, sys, types, typing
+import dataclasses, importlib, importlib.abc, importlib.util, io, json, os, sys, types, typing
 from collections.abc import Mapping
-
-inmanta = types.ModuleType("inmanta")
-plugins = types.ModuleType("inmanta.plugins")
 
 # The plugins by Python module and the name the model calls them by, which
 # `@plugin("name")` makes other than the function's.
@@ -86,19 +87,220 @@ class ModelType:
     def __class_getitem__(cls, name):
         return cls
 
+# The reference's compiler errors (`inmanta.ast`), in its hierarchy, so that a plugin that
+# catches one (`OptionalValueException` for an empty relation) catches what the evaluator
+# raises under that name.
+class CompilerException(Exception):
+    pass
+
+class RuntimeException(CompilerException):
+    """Made as the reference makes its compiler errors, with the statement first (a plugin
+    gives `None`); the message is what the bridge reports."""
+
+    def __init__(self, stmt=None, msg="", *rest):
+        super().__init__(msg)
+        self.msg = msg
+
+class ExternalException(RuntimeException):
+    pass
+
+class ExplicitPluginException(ExternalException):
+    pass
+
+class WrappingRuntimeException(RuntimeException):
+    pass
+
+class AttributeException(WrappingRuntimeException):
+    pass
+
+class PluginTypeException(WrappingRuntimeException):
+    pass
+
+class TypingException(RuntimeException):
+    pass
+
+class DuplicateException(TypingException):
+    pass
+
+class TypeNotFoundException(RuntimeException):
+    pass
+
+class OptionalValueException(RuntimeException):
+    pass
+
+class IndexException(RuntimeException):
+    pass
+
+class KeyException(RuntimeException):
+    pass
+
+class NotFoundException(RuntimeException):
+    def __init__(self, stmt=None, name="", msg=None):
+        super().__init__(stmt, msg or f"could not find value {name}")
+
+class DoubleSetException(RuntimeException):
+    pass
+
+class ModifiedAfterFreezeException(RuntimeException):
+    pass
+
+class UnsetException(RuntimeException):
+    """An attribute the plugin read has no value yet. Let through, it makes weft call the
+    plugin again once the attribute has one, as the reference's exception of that name does."""
+
+    def __init__(self, cell):
+        super().__init__(None, "the attribute has no value yet")
+        self.cell = cell
+
 class PluginException(Exception):
     def __init__(self, message=""):
         super().__init__(message)
         self.message = message
 
-plugins.plugin = plugin
-plugins.Context = Context
-plugins.PluginException = PluginException
-plugins.deprecated = deprecated
-plugins.ModelType = ModelType
-inmanta.plugins = plugins
-sys.modules["inmanta"] = inmanta
-sys.modules["inmanta.plugins"] = plugins
+compiler_errors = {
+    cls.__name__: cls
+    for cls in (
+        CompilerException, RuntimeException, ExternalException, ExplicitPluginException,
+        WrappingRuntimeException, AttributeException, PluginTypeException, TypingException,
+        DuplicateException, TypeNotFoundException, OptionalValueException, IndexException,
+        KeyException, NotFoundException, DoubleSetException, ModifiedAfterFreezeException,
+    )
+}
+
+def compiler_error(kind, message):
+    """The evaluator's error `kind` with its message, to raise in a plugin; a kind the table
+    does not name is a `RuntimeException`, as every error the evaluator raises during a call
+    is. Made without the classes' constructors, whose arguments differ."""
+    if kind not in compiler_errors:
+        compiler_errors[kind] = type(kind, (RuntimeException,), {})
+    error = Exception.__new__(compiler_errors[kind])
+    Exception.__init__(error, message)
+    error.msg = message
+    return error
+
+class Unknown:
+    """The reference's value for what is not known yet; the evaluator does not call a Python
+    plugin with one, so this only has to exist for `isinstance` checks."""
+
+    def __init__(self, source=None):
+        self.source = source
+
+class NoneValue:
+    pass
+
+class Placeholder(type):
+    """The class of weft's placeholders for the names of `inmanta` the bridge does not stand in
+    for: resources, handlers, the exporter, the orchestrator's client. A plugin package defines
+    its resources and handlers next to its plugins, so it must import them; a compile never
+    runs them. A placeholder is a class (it can be subclassed, subscripted and joined with `|`
+    in an annotation); called with one class or function and nothing else, as a decorator, it
+    gives that back; any other call or attribute is another placeholder."""
+
+    def __getattr__(cls, name):
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        return placeholder(cls.__module__, f"{cls.__qualname__}.{name}")
+
+    def __call__(cls, *args, **kwargs):
+        if len(args) == 1 and not kwargs and callable(args[0]):
+            return args[0]
+        return placeholder(cls.__module__, f"{cls.__qualname__}()")
+
+    def __getitem__(cls, item):
+        return cls
+
+    def __iter__(cls):
+        return iter(())
+
+def placeholder(module, qualname):
+    made = Placeholder(qualname.rsplit(".", 1)[-1], (), {"__module__": module, "__qualname__": qualname})
+    return made
+
+# The modules of inmanta-core 18.0.1 (the reference), without its tests: a plugin package can
+# import any of them, and no other (`inmanta.agent.io` is gone in 18, and fails as it does in
+# the reference).
+CORE_MODULES = frozenset("""
+inmanta agent agent.agent agent.agent_new agent.cache agent.code_manager agent.config
+agent.executor agent.forking_executor agent.handler agent.in_process_executor agent.reporting
+agent.resourcepool agent.write_barier_executor app ast ast.attribute ast.blocks ast.constraint
+ast.constraint.expression ast.entity ast.export ast.statements ast.statements.assign
+ast.statements.call ast.statements.define ast.statements.generator ast.type ast.variables
+command compiler compiler.config compiler.data compiler.help compiler.help.explainer config
+const data data.dataview data.model data.schema data.sqlalchemy db db.util deploy
+deploy.persistence deploy.scheduler deploy.state deploy.tasks deploy.timers deploy.work
+docstring_parser env exceptions execute execute.dataflow execute.dataflow.datatrace
+execute.dataflow.graphic execute.dataflow.root_cause execute.proxy execute.runtime
+execute.scheduler execute.util export file_parser graphql graphql.graphql graphql.schema loader
+logging main model module moduletool mypy parser plugins profile_mem protocol protocol.auth
+protocol.auth.auth protocol.auth.decorators protocol.auth.policy_engine protocol.auth.providers
+protocol.common protocol.decorators protocol.endpoints protocol.exceptions protocol.ipc_light
+protocol.methods protocol.methods_v2 protocol.openapi protocol.openapi.converter
+protocol.openapi.model protocol.rest protocol.rest.client protocol.rest.server
+protocol.return_value_meta references reporter resources server signals stable_api tornado
+tracing types user_setup util util.async_lru util.collections util.dict_path validation_type
+warnings
+""".split())
+
+# What the bridge stands in for, by module; every other name of these modules, and of the
+# other modules of `CORE_MODULES`, is a placeholder.
+STAND_INS = {
+    "inmanta.plugins": lambda: {
+        "plugin": plugin, "Context": Context, "PluginException": PluginException,
+        "deprecated": deprecated, "ModelType": ModelType,
+    },
+    "inmanta.ast": lambda: dict(compiler_errors, UnsetException=UnsetException, PluginException=PluginException),
+    "inmanta.execute.proxy": lambda: {
+        "DynamicProxy": DynamicProxy, "SequenceProxy": SequenceProxy, "DictProxy": DictProxy,
+        "NoneValue": NoneValue, "Unknown": Unknown,
+    },
+    "inmanta.execute.util": lambda: {"Unknown": Unknown, "NoneValue": NoneValue},
+    # weft's `std` has no Python package of its own; this stands in for the reference's.
+    "inmanta_plugins.std": lambda: {
+        "is_unknown": lambda value: isinstance(value, Unknown),
+        "JinjaDynamicProxy": JinjaDynamicProxy,
+    },
+}
+
+class JinjaDynamicProxy:
+    """std's wrapper of a value for a template; weft's proxies read as the values already."""
+
+    @staticmethod
+    def return_value(value):
+        return value
+
+def module_getattr(module):
+    def getattr_(name):
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(f"module {module.__name__!r} has no attribute {name!r}")
+        # A submodule not imported yet: `from inmanta.execute import proxy` asks for it so.
+        full = f"{module.__name__}.{name}"
+        if full.removeprefix("inmanta.") in CORE_MODULES or full in STAND_INS:
+            return importlib.import_module(full)
+        made = placeholder(module.__name__, name)
+        setattr(module, name, made)
+        return made
+    return getattr_
+
+class StandIns(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds `inmanta` and its modules (and `inmanta_plugins.std`) before anything on the path,
+    so that the stand-ins are what a plugin imports even where the reference is installed."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name in STAND_INS or name == "inmanta" or (name.startswith("inmanta.") and name[8:] in CORE_MODULES):
+            return importlib.util.spec_from_loader(name, self, is_package=True)
+        return None
+
+    def create_module(self, spec):
+        module = types.ModuleType(spec.name)
+        module.__path__ = []
+        module.__dict__.update(STAND_INS.get(spec.name, dict)())
+        module.__getattr__ = module_getattr(module)
+        return module
+
+    def exec_module(self, module):
+        pass
+
+sys.meta_path.insert(0, StandIns())
 
 # The protocol keeps the process's standard input and output for itself: a plugin that reads
 # its standard input gets end of file, and one that writes to file descriptor 1 below Python
@@ -111,7 +313,68 @@ os.close(nothing)
 os.dup2(2, 1)
 sys.path.insert(0, sys.argv[1])
 
-class View:
+class DynamicProxy:
+    """A read-only proxy of an instance of the model, as the reference passes: each attribute
+    read asks the evaluator, through the protocol, in the middle of the call. As in the
+    reference, the views of lists and dicts are proxies too (`isinstance(v, DynamicProxy)`)."""
+
+    __slots__ = ("_id", "_display")
+
+    def __init__(self, id, display):
+        object.__setattr__(self, "_id", id)
+        object.__setattr__(self, "_display", display)
+
+    def __getattr__(self, name):
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        responses.write(json.dumps({"getattr": self._id, "name": name}) + "\n")
+        responses.flush()
+        reply = json.loads(requests.readline())
+        if "ok" in reply:
+            return view(decode(reply["ok"]))
+        if "unset" in reply:
+            raise UnsetException(reply["unset"])
+        if "not_found" in reply:
+            raise AttributeError(reply["not_found"])
+        raise compiler_error(reply["error"], reply["message"])
+
+    def __setattr__(self, name, value):
+        raise Exception("Readonly object")
+
+    @classmethod
+    def unwrap(cls, item, **options):
+        """The reference's conversion from the plugin's values to the model's: views become
+        the lists and dicts they show, `None` a `NoneValue`. An instance stays its proxy:
+        the bridge has no other form of it."""
+        if item is None:
+            return NoneValue()
+        if isinstance(item, View):
+            return item._target
+        if isinstance(item, DynamicProxy):
+            return item
+        if isinstance(item, list):
+            return [cls.unwrap(x) for x in item]
+        if isinstance(item, dict):
+            return {k: cls.unwrap(v) for k, v in item.items()}
+        return item
+
+    @classmethod
+    def return_value(cls, value, **options):
+        """The reference's conversion from the model's values to the plugin's."""
+        if value is None or isinstance(value, NoneValue):
+            return None
+        return view(value)
+
+    def __eq__(self, other):
+        return isinstance(other, DynamicProxy) and not isinstance(other, View) and other._id == self._id
+
+    def __hash__(self):
+        return hash(("instance", self._id))
+
+    def __repr__(self):
+        return "@" + self._display
+
+class View(DynamicProxy):
     """A read-only view of a list or dict the model passes to a plugin, as the reference's
     proxies are: a plugin can read it but not change the model's value (`append` does not
     exist, setting an attribute raises). What it reads from it is viewed the same way. The
@@ -121,6 +384,13 @@ class View:
 
     def __init__(self, target):
         object.__setattr__(self, "_target", target)
+
+    def __getattr__(self, name):
+        # Not the instance proxy's question to the evaluator: a view has what its value has.
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def _get_instance(self):
+        return self._target
 
     def __setattr__(self, name, value):
         raise Exception("Readonly object")
@@ -159,60 +429,6 @@ class DictProxy(View, Mapping):
     def __iter__(self):
         return iter(self._target)
 
-class UnsetException(Exception):
-    """An attribute the plugin read has no value yet. Let through, it makes weft call the
-    plugin again once the attribute has one, as the reference's exception of that name does."""
-
-    def __init__(self, cell):
-        super().__init__("the attribute has no value yet")
-        self.cell = cell
-
-class CompilerError(Exception):
-    """The evaluator's errors raised in a plugin, each under its own kind's name."""
-
-compiler_errors = {}
-
-def compiler_error(kind):
-    if kind not in compiler_errors:
-        compiler_errors[kind] = type(kind, (CompilerError,), {})
-    return compiler_errors[kind]
-
-class DynamicProxy:
-    """A read-only proxy of an instance of the model, as the reference passes: each attribute
-    read asks the evaluator, through the protocol, in the middle of the call."""
-
-    __slots__ = ("_id", "_display")
-
-    def __init__(self, id, display):
-        object.__setattr__(self, "_id", id)
-        object.__setattr__(self, "_display", display)
-
-    def __getattr__(self, name):
-        if name.startswith("__") and name.endswith("__"):
-            raise AttributeError(name)
-        responses.write(json.dumps({"getattr": self._id, "name": name}) + "\n")
-        responses.flush()
-        reply = json.loads(requests.readline())
-        if "ok" in reply:
-            return view(decode(reply["ok"]))
-        if "unset" in reply:
-            raise UnsetException(reply["unset"])
-        if "not_found" in reply:
-            raise AttributeError(reply["not_found"])
-        raise compiler_error(reply["error"])(reply["message"])
-
-    def __setattr__(self, name, value):
-        raise Exception("Readonly object")
-
-    def __eq__(self, other):
-        return isinstance(other, DynamicProxy) and other._id == self._id
-
-    def __hash__(self):
-        return hash(("instance", self._id))
-
-    def __repr__(self):
-        return "@" + self._display
-
 def view(v):
     if isinstance(v, list):
         return SequenceProxy(v)
@@ -242,10 +458,10 @@ class ReturnedValueError(Exception):
     """A returned value the model can not hold; the reference raises a RuntimeException."""
 
 def encode(v):
-    if isinstance(v, DynamicProxy):
-        return {"__weft_instance__": v._id}
     if isinstance(v, View):
         return encode(v._target)
+    if isinstance(v, DynamicProxy):
+        return {"__weft_instance__": v._id}
     if dataclasses.is_dataclass(v):
         raise ReturnedDataclass("returning a dataclass is not supported by weft's Python bridge")
     if isinstance(v, dict):
@@ -288,7 +504,7 @@ def answer(request):
             return json.dumps({"unencodable": str(result)})
     except UnsetException as e:
         return json.dumps({"unset": e.cell})
-    except CompilerError as e:
+    except CompilerException as e:
         return json.dumps({"compiler_error": type(e).__name__, "message": str(e)})
     except PluginException as e:
         return json.dumps({"plugin_error": str(e.message), "class": type(e).__name__})
@@ -845,10 +1061,11 @@ impl SandboxesGuard<'_> {
         };
         if !map.by_package.contains_key(&key) {
             let dir = private_dir(&format!("weft-python-{}-{}", std::process::id(), file_name_part(top)))?;
+            // A namespace package, as the reference's `inmanta_plugins` is: the plugin packages
+            // of the v2 modules in the interpreter's environment join the sandbox's, so a
+            // plugin can import another module's.
             let ns = dir.join("inmanta_plugins");
-            let made = std::fs::create_dir(&ns)
-                .and_then(|()| std::fs::write(ns.join("__init__.py"), ""))
-                .and_then(|()| symlink(&key.0, &ns.join(top)));
+            let made = std::fs::create_dir(&ns).and_then(|()| symlink(&key.0, &ns.join(top)));
             if let Err(e) = made {
                 let _ = std::fs::remove_dir_all(&dir);
                 return Err(e);
