@@ -61,6 +61,7 @@ pub fn extract(source: &str, namespace: &str, file_label: &str) -> PythonExtract
         file_label,
         line_starts: line_starts(source),
         out: PythonExtract { problems, ..PythonExtract::default() },
+        aliases: std::collections::HashMap::new(),
     };
     extractor.run(&lines);
     extractor.out.problems.sort_by_key(|problem| problem.line);
@@ -800,7 +801,15 @@ struct Extractor<'s> {
     file_label: &'s str,
     line_starts: Vec<usize>,
     out: PythonExtract,
+    /// The module-level names bound to an expression so far (`Name = expr`, `type Name =
+    /// expr`), by name: an annotation that is such a name is read as the expression, as Python
+    /// evaluates it when the function is defined. A later binding replaces an earlier one.
+    aliases: std::collections::HashMap<&'s str, &'s [Token]>,
 }
+
+/// How many aliases deep an annotation is followed (`A = B`, `B = "string"`): beyond it, or in
+/// a cycle, the annotation is read as written.
+const MAX_ALIAS_DEPTH: usize = 16;
 
 impl<'s> Extractor<'s> {
     fn line(&self, token: &Token) -> u32 {
@@ -832,6 +841,7 @@ impl<'s> Extractor<'s> {
                 continue;
             }
             let pending = std::mem::take(&mut decorators);
+            self.binding(&line.tokens);
             let has = |role| pending.iter().any(|decorator| decorator.role == role);
             // `@deprecated` alone is not reported anywhere: plugin files may well use another
             // library's decorator of that name on their helpers.
@@ -1091,7 +1101,73 @@ impl<'s> Extractor<'s> {
         compact.rsplit('.').next() == Some("Context") && compact.split('.').all(is_identifier)
     }
 
+    /// Records a module-level `Name = expr` (one target, possibly annotated, as in
+    /// `Name: TypeAlias = expr`) or `type Name = expr`, for annotations that name it; a
+    /// `def`, `class` or import that binds the name again forgets it.
+    fn binding(&mut self, tokens: &'s [Token]) {
+        let source = self.source;
+        if let [keyword, name, ..] = tokens
+            && (is_name(Some(keyword), source, "def") || is_name(Some(keyword), source, "class"))
+        {
+            self.aliases.remove(self.text(name));
+            return;
+        }
+        if is_name(tokens.first(), source, "import") || is_name(tokens.first(), source, "from") {
+            let names = tokens.iter().position(|token| is_name(Some(token), source, "import")).map_or(&[][..], |at| {
+                let names = &tokens[at + 1..];
+                without_enclosing_parens(names, source)
+            });
+            for piece in split_top_level(names, ",", source) {
+                // `import a.b` binds `a`; `import a.b as c` and `from m import b as c` bind `c`.
+                let renamed = piece.len() >= 2 && is_name(piece.get(piece.len() - 2), source, "as");
+                if let Some(bound) = if renamed { piece.last() } else { piece.first() } {
+                    self.aliases.remove(self.text(bound));
+                }
+            }
+            return;
+        }
+        let tokens = match tokens {
+            [keyword, name, ..] if is_name(Some(keyword), source, "type") && name.kind == TokenKind::Name => {
+                &tokens[1..]
+            }
+            _ => tokens,
+        };
+        let Some((name, rest)) = tokens.split_first() else { return };
+        if name.kind != TokenKind::Name {
+            return;
+        }
+        let Some(equals) = find_top_level(rest, "=", source) else { return };
+        let value = &rest[equals + 1..];
+        // `A = B = expr` binds two names, `A, B = ...` none that is an annotation: not aliases.
+        let plain_target = equals == 0 || is_op(rest.first(), source, ":");
+        if plain_target && !value.is_empty() && find_top_level(value, "=", source).is_none() {
+            self.aliases.insert(self.text(name), value);
+        } else {
+            self.aliases.remove(self.text(name));
+        }
+    }
+
+    /// The expression an annotation stands for: itself, or the expression bound to the name it
+    /// is, followed through further names.
+    fn resolve_alias<'t>(&self, mut tokens: &'t [Token]) -> &'t [Token]
+    where
+        's: 't,
+    {
+        for _ in 0..MAX_ALIAS_DEPTH {
+            let inner = without_enclosing_parens(tokens, self.source);
+            match inner {
+                [name] if name.kind == TokenKind::Name => match self.aliases.get(self.text(name)) {
+                    Some(value) => tokens = value,
+                    None => return tokens,
+                },
+                _ => return tokens,
+            }
+        }
+        tokens
+    }
+
     fn annotation(&mut self, tokens: &[Token], line: u32) -> Option<TypeAnnotation> {
+        let tokens = self.resolve_alias(tokens);
         let tokens = without_enclosing_parens(tokens, self.source);
         match string_value(tokens, self.source) {
             Some(Ok(text)) => Some(TypeAnnotation::Dsl(collapse_whitespace(&text))),
@@ -1500,6 +1576,29 @@ mod tests {
                 "@plugin\ndef f(a: int, /, ctx: Context, b: int, c: Context): pass",
                 "problem 2: only the first Context parameter receives the context; the plugin is skipped",
             ),
+        ]);
+    }
+
+    /// An annotation that names a module-level alias is read as the aliased expression, as
+    /// Python evaluates it when the function is defined: the binding before the `def` counts.
+    #[test]
+    fn aliases() {
+        check(&[
+            (
+                "T = Annotated[Any, ModelType[\"mod::A\"]]\n@plugin\ndef f(a: T) -> T: pass",
+                "plugin mod::f(a: Annotated[Any, ModelType[\"mod::A\"]]) -> Annotated[Any, ModelType[\"mod::A\"]] @3",
+            ),
+            ("type T = \"string\"\n@plugin\ndef f(a: (T)): pass", "plugin mod::f(a: \"string\") @3"),
+            ("T: TypeAlias = \"int\"\nU = T\n@plugin\ndef f(a: U): pass", "plugin mod::f(a: \"int\") @4"),
+            ("C = plugins.Context\n@plugin\ndef f(ctx: C): pass", "plugin mod::f() [context@0] @3"),
+            ("T = \"int\"\nT = \"string\"\n@plugin\ndef f(a: T): pass", "plugin mod::f(a: \"string\") @4"),
+            ("@plugin\ndef f(a: T): pass\nT = \"string\"", "plugin mod::f(a: T) @2"),
+            ("T = \"int\"\nclass T: pass\n@plugin\ndef f(a: T): pass", "plugin mod::f(a: T) @4"),
+            ("T = \"int\"\nfrom m import x as T\n@plugin\ndef f(a: T): pass", "plugin mod::f(a: T) @4"),
+            ("T = \"int\"\nimport T.x\n@plugin\ndef f(a: T): pass", "plugin mod::f(a: T) @4"),
+            ("T = U = \"int\"\n@plugin\ndef f(a: T, b: U): pass", "plugin mod::f(a: T, b: U) @3"),
+            ("T = U\nU = T\n@plugin\ndef f(a: T): pass", "plugin mod::f(a: T) @4"),
+            ("if x:\n    T = \"int\"\n@plugin\ndef f(a: T): pass", "plugin mod::f(a: T) @4"),
         ]);
     }
 

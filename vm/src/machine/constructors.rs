@@ -225,7 +225,12 @@ impl Machine {
         for planned in self.instance_plans[entity.index()].iter() {
             // The cell's type check is the attribute's, looked up through `link` when set.
             let mut cell = Cell::attribute(planned.kind, id, planned.attr);
-            if planned.queued_at_birth {
+            if planned.holds_instance {
+                cell.fill(Value::Instance(id));
+                cell.set_has_value(true);
+                cell.set_location_index(self.locations.intern(location));
+                self.cells.push(cell);
+            } else if planned.queued_at_birth {
                 // `Machine::queue` of a cell that was never queued.
                 cell.set_queued(true);
                 let cid = self.cells.push(cell) as CellId;

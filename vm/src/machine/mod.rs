@@ -404,21 +404,38 @@ struct InstanceCellPlan {
     /// scheduler at once (`Machine::can_get` of an empty cell): a `[0:1]` end, and a
     /// multi-valued end without a lower bound.
     queued_at_birth: bool,
+    /// Whether the attribute is named `self`. The reference's instance replaces the slot of
+    /// that name with a variable holding the instance itself, whatever the attribute's type or
+    /// multiplicity: reading it gives the instance, it is never incomplete, and any other value
+    /// set to it (a default, an argument, an assignment) is a second value.
+    holds_instance: bool,
 }
 
 impl InstanceCellPlan {
-    fn for_entity(program: &Program, entity: &weft_ir::program::Entity) -> Box<[InstanceCellPlan]> {
+    fn for_entity(
+        program: &Program,
+        entity: &weft_ir::program::Entity,
+        self_name: Option<Symbol>,
+    ) -> Box<[InstanceCellPlan]> {
         entity
             .slots
             .iter()
-            .map(|&(_, attr)| {
+            .map(|&(name, attr)| {
+                if Some(name) == self_name {
+                    return InstanceCellPlan {
+                        attr,
+                        kind: CellKind::Plain,
+                        queued_at_birth: false,
+                        holds_instance: true,
+                    };
+                }
                 let (kind, queued_at_birth) = match program.attribute(attr).kind {
                     AttributeKind::Value(_) => (CellKind::Plain, false),
                     AttributeKind::Relation(r) if r.lower == 1 && r.upper == Some(1) => (CellKind::Single, false),
                     AttributeKind::Relation(r) if r.lower == 0 && r.upper == Some(1) => (CellKind::Option, true),
                     AttributeKind::Relation(r) => (CellKind::List, r.lower <= 0),
                 };
-                InstanceCellPlan { attr, kind, queued_at_birth }
+                InstanceCellPlan { attr, kind, queued_at_birth, holds_instance: false }
             })
             .collect()
     }
@@ -1192,7 +1209,8 @@ impl Machine {
             .map(|_| EntityState { index: hashbrown::HashTable::new(), index_queue: HashMap::new(), queued_keys: 0 })
             .collect();
         let slot_tables = program.entities.iter().map(|e| SlotTable::new(&e.slots)).collect();
-        let instance_plans = program.entities.iter().map(|e| InstanceCellPlan::for_entity(&program, e)).collect();
+        let instance_plans =
+            program.entities.iter().map(|e| InstanceCellPlan::for_entity(&program, e, self_)).collect();
         let entity_count = program.entities.len();
         let block_variables = program.blocks.iter().map(|b| BlockVariables::new(&b.variables)).collect();
         Machine {
