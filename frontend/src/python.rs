@@ -8,7 +8,8 @@
 //! It does not parse Python. A tokenizer that follows Python's lexical rules closely enough to
 //! stay in step with it (strings of every flavour including nested f-strings, comments,
 //! brackets, backslash continuations) splits the file into logical lines with their indentation. Only logical lines
-//! at column 0 are considered: decorators, `def` and `class` headers. A decorated `class` also
+//! at column 0 are considered: decorators, `def` and `class` headers, and the module-level
+//! bindings that an annotation may name (`Entity = Annotated[...]`, `type Entity = ...`). A decorated `class` also
 //! has the statements of its body read, to find the annotated fields. Everything else (function
 //! bodies, nested definitions, conditional blocks) is skipped by its indentation, so code the
 //! extractor does not understand cannot disturb what it does.
