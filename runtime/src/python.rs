@@ -6,10 +6,11 @@
 //! server imports the package with a stand-in for the `inmanta` package (the reference's
 //! compiler): `inmanta.plugins` (the `@plugin` and `deprecated` decorators, `Context`,
 //! `ModelType`, `PluginException`), the proxy classes of `inmanta.execute.proxy`, `Unknown`
-//! and `NoneValue`, the compiler errors of `inmanta.ast`, and placeholders for every other name
-//! of inmanta-core's modules (resources, handlers, the exporter), which a plugin package
-//! defines next to its plugins and so must import, though a compile never runs them; `std`'s
-//! plugin package is a stand-in too (`is_unknown`). It then answers calls, one JSON line per
+//! and `NoneValue`, the compiler errors of `inmanta.ast`, `inmanta.util`'s JSON encoders,
+//! `inmanta.module`'s `Project`, and placeholders for every other name of inmanta-core's
+//! modules (resources, handlers, the exporter), which a plugin package defines next to its
+//! plugins and so must import, though a compile never runs them; `std`'s plugin package is a
+//! stand-in too (`is_unknown`). It then answers calls, one JSON line per
 //! request and one per response. Instances of `std::Dataclass` entities are passed as their Python
 //! dataclass, built from the instance's attributes, as the reference does; other instances as
 //! read-only proxies whose attribute reads are questions back to the evaluator during the
@@ -44,7 +45,8 @@ use weft_ir::value::Value;
 /// per line, and answers each with one line on its (duplicated) standard output. `sys.argv[1]`
 /// is the sandbox directory, which holds the `inmanta_plugins` package to import from.
 const DRIVER: &str = r#"
-import dataclasses, importlib, importlib.abc, importlib.util, io, json, os, sys, types, typing
+import dataclasses, datetime, enum, importlib, importlib.abc, importlib.machinery, importlib.util
+import io, json, os, sys, types, typing, uuid
 from collections.abc import Mapping
 
 # The plugins by Python module and the name the model calls them by, which
@@ -60,8 +62,8 @@ def plugin(function=None, **options):
     return lambda f: register(f, function if isinstance(function, str) else None)
 
 class Context:
-    """What weft's bridge can give of the reference's plugin context: `get_data_dir` and
-    `get_environment_id`."""
+    """What weft's bridge can give of the reference's plugin context: `get_data_dir`,
+    `get_environment_id` and `get_compiler` (for its Python plugins)."""
 
     def __init__(self, data_dir=None):
         self._data_dir = data_dir
@@ -74,6 +76,41 @@ class Context:
         # A compile without an orchestrator has no environment, which the reference's
         # `str()` of the missing setting turns into this text.
         return "None"
+
+    def get_compiler(self):
+        return Compiler()
+
+class Compiler:
+    """What plugins ask of the reference's compiler: its plugins, to call them as filters in
+    a template. Those are the Python plugins of the packages this server imported; weft's
+    own (std's) are not Python, and are missing."""
+
+    def get_plugins(self):
+        return {
+            "::".join(module.split(".")[1:] + [name]): PluginFunction(function)
+            for (module, name), function in registered.items()
+        }
+
+class PluginFunction:
+    """A plugin as `get_plugins` gives it: callable, with the position of its `Context`
+    parameter (`_context`, -1 for none), which the caller fills."""
+
+    def __init__(self, function):
+        self._function = function
+        self._context = -1
+        try:
+            import inspect
+            parameters = list(inspect.signature(function).parameters.values())
+        except (TypeError, ValueError):
+            parameters = []
+        for position, parameter in enumerate(parameters):
+            annotation = parameter.annotation
+            if annotation is Context or annotation == "Context":
+                self._context = position
+                break
+
+    def __call__(self, *args, **kwargs):
+        return self._function(*args, **kwargs)
 
 def deprecated(function=None, **options):
     if callable(function):
@@ -193,8 +230,11 @@ class Placeholder(type):
     for: resources, handlers, the exporter, the orchestrator's client. A plugin package defines
     its resources and handlers next to its plugins, so it must import them; a compile never
     runs them. A placeholder is a class (it can be subclassed, subscripted and joined with `|`
-    in an annotation); called with one class or function and nothing else, as a decorator, it
-    gives that back; any other call or attribute is another placeholder."""
+    in an annotation), and any attribute of it is another placeholder. Called while a module
+    is imported, it is a decorator: given one class or function and nothing else it gives
+    that back, given anything else another placeholder (a decorator's factory, as in
+    `@provider("ns::Type", name="x")`). Called from a function while a plugin runs, it raises:
+    the bridge has nothing that would do what the reference's object does."""
 
     def __getattr__(cls, name):
         if name.startswith("__") and name.endswith("__"):
@@ -202,6 +242,12 @@ class Placeholder(type):
         return placeholder(cls.__module__, f"{cls.__qualname__}.{name}")
 
     def __call__(cls, *args, **kwargs):
+        # Module and class bodies run without fast locals, functions with them: a module a
+        # plugin imports as it runs still defines its classes and functions.
+        if running and sys._getframe(1).f_code.co_flags & CO_OPTIMIZED:
+            raise NotImplementedError(
+                f"{cls.__module__}.{cls.__qualname__} is not available in weft's Python bridge"
+            )
         if len(args) == 1 and not kwargs and callable(args[0]):
             return args[0]
         return placeholder(cls.__module__, f"{cls.__qualname__}()")
@@ -211,6 +257,11 @@ class Placeholder(type):
 
     def __iter__(cls):
         return iter(())
+
+CO_OPTIMIZED = 1
+
+# Whether a plugin function is running (rather than its module being imported).
+running = False
 
 def placeholder(module, qualname):
     made = Placeholder(qualname.rsplit(".", 1)[-1], (), {"__module__": module, "__qualname__": qualname})
@@ -254,12 +305,116 @@ STAND_INS = {
         "NoneValue": NoneValue, "Unknown": Unknown,
     },
     "inmanta.execute.util": lambda: {"Unknown": Unknown, "NoneValue": NoneValue},
+    "inmanta.util": lambda: {
+        "internal_json_encoder": json_encoder, "api_boundary_json_encoder": json_encoder,
+        "JSONSerializable": JSONSerializable,
+    },
+    "inmanta.module": lambda: {"Project": Project},
     # weft's `std` has no Python package of its own; this stands in for the reference's.
     "inmanta_plugins.std": lambda: {
         "is_unknown": lambda value: isinstance(value, Unknown),
         "JinjaDynamicProxy": JinjaDynamicProxy,
     },
 }
+
+class JSONSerializable:
+    """What `inmanta.util`'s JSON encoders ask the next step of serialization of."""
+
+    def json_serialization_step(self):
+        raise NotImplementedError()
+
+def json_encoder(o, *args, **kwargs):
+    """`inmanta.util`'s `internal_json_encoder` (for `json.dumps(..., default=...)`), for what
+    a compile hands plugins: views are their values, as the reference's proxies serialize."""
+    if isinstance(o, View):
+        return o._target
+    if isinstance(o, JSONSerializable) or hasattr(o, "json_serialization_step"):
+        return o.json_serialization_step()
+    if isinstance(o, uuid.UUID):
+        return str(o)
+    if isinstance(o, datetime.datetime):
+        return o.isoformat(timespec="microseconds")
+    if hasattr(o, "to_dict"):
+        return o.to_dict()
+    if isinstance(o, enum.Enum):
+        return o.name
+    if isinstance(o, Exception):
+        return str(o)
+    if dataclasses.is_dataclass(o) and not isinstance(o, type):
+        return dataclasses.asdict(o)
+    raise TypeError(repr(o) + " is not JSON serializable")
+
+# Modules of inmanta-core that import nothing of it but each other and the standard library
+# (`dict_path` is how plugins address nested config): where the interpreter's environment
+# has inmanta-core, as it does where its v2 modules are installed, the real module is loaded
+# instead of placeholders.
+REAL_WHEN_INSTALLED = ("inmanta.stable_api", "inmanta.const", "inmanta.util.dict_path")
+
+def installed_inmanta():
+    """The directory of the environment's own `inmanta` package, if it has one."""
+    spec = importlib.machinery.PathFinder.find_spec("inmanta", [p for p in sys.path if p != sys.argv[1]])
+    return list(spec.submodule_search_locations or [])[:1] if spec is not None else []
+
+class Module:
+    """What plugins read of one of the reference's modules: its name and root directory."""
+
+    def __init__(self, name, path):
+        self.name = name
+        self._path = path
+
+class ProjectModules(Mapping):
+    """The modules whose plugin packages the server can import, by name, found when asked."""
+
+    def __getitem__(self, name):
+        try:
+            spec = importlib.util.find_spec(f"inmanta_plugins.{name}") if name.isidentifier() else None
+        except ImportError:
+            spec = None
+        locations = list(spec.submodule_search_locations or []) if spec is not None else []
+        if not locations:
+            raise KeyError(name)
+        package = os.path.realpath(locations[0])
+        # A v1 module's package is its `plugins` directory; a v2 module's is its root.
+        root = os.path.dirname(package) if os.path.basename(package) == "plugins" else package
+        return Module(name, root)
+
+    def __iter__(self):
+        package = sys.modules.get("inmanta_plugins")
+        seen = set()
+        for directory in list(getattr(package, "__path__", [])):
+            for name in sorted(os.listdir(directory)) if os.path.isdir(directory) else []:
+                if name.isidentifier() and name not in seen and name in self:
+                    seen.add(name)
+                    yield name
+
+    def __len__(self):
+        return sum(1 for _ in self)
+
+    def __contains__(self, name):
+        try:
+            self[name]
+            return True
+        except KeyError:
+            return False
+
+class Project:
+    """The reference's project, as plugins ask it (`Project.get().project_path`, its modules'
+    directories to resolve `inmanta://<module>/...` paths): the server runs in the project's
+    directory."""
+
+    _project = None
+
+    def __init__(self):
+        self.project_path = PROJECT_DIR
+        self.modules = ProjectModules()
+
+    @classmethod
+    def get(cls):
+        if cls._project is None:
+            cls._project = cls()
+        return cls._project
+
+PROJECT_DIR = os.getcwd()
 
 class JinjaDynamicProxy:
     """std's wrapper of a value for a template; weft's proxies read as the values already."""
@@ -286,6 +441,11 @@ class StandIns(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     so that the stand-ins are what a plugin imports even where the reference is installed."""
 
     def find_spec(self, name, path=None, target=None):
+        if name in REAL_WHEN_INSTALLED:
+            for root in installed_inmanta():
+                file = os.path.join(root, *name.split(".")[1:]) + ".py"
+                if os.path.isfile(file):
+                    return importlib.util.spec_from_file_location(name, file)
         if name in STAND_INS or name == "inmanta" or (name.startswith("inmanta.") and name[8:] in CORE_MODULES):
             return importlib.util.spec_from_loader(name, self, is_package=True)
         return None
@@ -392,6 +552,9 @@ class View(DynamicProxy):
     def _get_instance(self):
         return self._target
 
+    def json_serialization_step(self):
+        return self._target
+
     def __setattr__(self, name, value):
         raise Exception("Readonly object")
 
@@ -495,7 +658,13 @@ def answer(request):
         context = request.get("context")
         if context is not None:
             args.insert(context["position"], Context(context["data_dir"]))
-        result = function(*args, **{k: view(decode(v)) for k, v in request["kwargs"].items()})
+        kwargs = {k: view(decode(v)) for k, v in request["kwargs"].items()}
+        global running
+        running = True
+        try:
+            result = function(*args, **kwargs)
+        finally:
+            running = False
         try:
             return json.dumps({"ok": encode(result)}, allow_nan=False)
         except (TypeError, ValueError):
@@ -1271,6 +1440,64 @@ mod tests {
             Ok(Returned { value: Value::Int(42), .. })
         ));
         assert_eq!(where_message(&embedded), from_disk);
+    }
+
+    /// What plugins ask of the stand-in `inmanta` beyond the corpus, which records the
+    /// reference's outcomes in directories the reference chooses: the project is the
+    /// server's working directory and a v1 module's directory is its root; a placeholder
+    /// decorates where the module is defined and refuses to stand for a function in a call.
+    #[test]
+    fn the_stand_in_inmanta_package_answers_what_plugins_ask() {
+        let scratch = tempfile::tempdir().unwrap();
+        let project = scratch.path().join("project");
+        let root = project.join("libs/m");
+        std::fs::create_dir_all(root.join("plugins")).unwrap();
+        std::fs::write(root.join("module.yml"), "name: m\n").unwrap();
+        std::fs::write(
+            root.join("plugins/__init__.py"),
+            "import os\nimport inmanta.module, inmanta.util\nfrom inmanta.agent.handler import provider, \
+             CRUDHandler\n\n@provider(\"m::A\", name=\"a\")\nclass H(CRUDHandler[int]):\n    pass\n\ndef \
+             where():\n    p = inmanta.module.Project.get()\n    return [os.path.samefile(p.project_path, \
+             os.getcwd()), p.modules['m']._path, 'm' in p.modules, 'x' in p.modules, H.__name__]\n\ndef \
+             run_a_placeholder():\n    return inmanta.util.get_compiler_version()\n",
+        )
+        .unwrap();
+        let sandboxes = Sandboxes::default();
+        let mut servers = Servers::new(None, Some(&project));
+        let package = root.join("plugins");
+        let mut run = |function: &str| {
+            let call_of = PluginCall {
+                package: &package,
+                module: "inmanta_plugins.m",
+                function,
+                args: Vec::new(),
+                kwargs: Vec::new(),
+                context: None,
+            };
+            let output = Output { prints: &mut Vec::new(), errors: &mut Vec::new() };
+            call(&sandboxes, &mut servers, call_of, output, &mut |_, _| AttributeReply::NotFound(String::new()))
+        };
+        let root_text = std::fs::canonicalize(&root).unwrap().to_string_lossy().into_owned();
+        match run("where") {
+            Ok(Returned { value: Value::List(items), .. }) => assert_eq!(
+                items.to_vec(),
+                [
+                    Value::Bool(true),
+                    Value::Str(root_text.as_str().into()),
+                    Value::Bool(true),
+                    Value::Bool(false),
+                    Value::Str("H".into())
+                ]
+            ),
+            other => panic!("{other:?}"),
+        }
+        match run("run_a_placeholder") {
+            Err(BridgeError::Python(class, message)) => {
+                assert_eq!(class, "NotImplementedError");
+                assert_eq!(message, "inmanta.util.get_compiler_version is not available in weft's Python bridge");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     /// One server answers a package's calls, so module state carries from call to call, and
