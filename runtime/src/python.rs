@@ -216,8 +216,9 @@ def compiler_error(kind, message):
     return error
 
 class Unknown:
-    """The reference's value for what is not known yet; the evaluator does not call a Python
-    plugin with one, so this only has to exist for `isinstance` checks."""
+    """The reference's value for what is not known yet. A plugin returns one (in a list, or
+    alone) for what it can not know before the orchestrator deploys; the evaluator does not
+    call a Python plugin with one."""
 
     def __init__(self, source=None):
         self.source = source
@@ -625,6 +626,10 @@ def encode(v):
         return encode(v._target)
     if isinstance(v, DynamicProxy):
         return {"__weft_instance__": v._id}
+    if isinstance(v, Unknown):
+        # What the model does not know yet (a fact of a resource not deployed): the result, or
+        # the element, is unknown.
+        return {"__weft_unknown__": None}
     if dataclasses.is_dataclass(v):
         raise ReturnedDataclass("returning a dataclass is not supported by weft's Python bridge")
     if isinstance(v, dict):
@@ -1313,8 +1318,9 @@ fn plain_to_json(v: &Value) -> Json {
     }
 }
 
-/// A value the server sent. Integers beyond 64 bits, non-finite floats and tuples come
-/// marked (`encode` in the driver), since JSON has no words for them; a tuple becomes a list.
+/// A value the server sent. Integers beyond 64 bits, non-finite floats, tuples and `Unknown`
+/// come marked (`encode` in the driver), since JSON has no words for them; a tuple becomes a
+/// list.
 fn from_json(v: &Json) -> Value {
     match v {
         Json::Null => Value::NULL,
@@ -1333,6 +1339,9 @@ fn from_json(v: &Json) -> Value {
                     map.get("__weft_int__").and_then(Json::as_str).map(|digits| digits.parse::<num_bigint::BigInt>())
                 {
                     return Value::int(i);
+                }
+                if map.contains_key("__weft_unknown__") {
+                    return Value::Unknown;
                 }
                 if let Some(text) = map.get("__weft_float__").and_then(Json::as_str) {
                     return Value::Float(match text {
