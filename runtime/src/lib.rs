@@ -101,6 +101,7 @@ pub fn run(executable: &Executable, options: &Options) -> (Outcome, Option<expor
         prints: Vec::new(),
         plugin_messages: Vec::new(),
         python: python::Servers::new(options.python.as_deref(), options.plugin_dir.as_deref()),
+        python_packages: None,
         prepared: Vec::new(),
         modules: options.modules.clone(),
         facts: options.facts.clone(),
@@ -191,6 +192,9 @@ struct RuntimeHost {
     /// The Python servers of this evaluation; before `modules`, whose sandboxes they import
     /// from, so that they stop first.
     python: python::Servers,
+    /// Every module's plugin package (`Modules::python_packages`), from the first call of a
+    /// Python plugin on.
+    python_packages: Option<Vec<(String, std::path::PathBuf)>>,
     /// Per plugin of the program (`PluginId`), once called.
     prepared: Vec<Option<Arc<plugins::Prepared>>>,
     modules: modules::Modules,
@@ -349,8 +353,13 @@ impl RuntimeHost {
                 std::path::absolute(&dir).unwrap_or(dir).join(&signature.namespace)
             },
         });
-        let call =
-            python::PluginCall { package: &package, module: &module, function: &signature.name, args, kwargs, context };
+        let modules = &self.modules;
+        let packages = self.python_packages.get_or_insert_with(|| modules.python_packages());
+        if !packages.iter().any(|(module, _)| module == top) {
+            // A package without `__init__.py` that Python still imports (a namespace package).
+            packages.push((top.to_string(), package));
+        }
+        let call = python::PluginCall { packages, module: &module, function: &signature.name, args, kwargs, context };
         let output = python::Output { prints: &mut self.prints, errors: &mut self.plugin_messages };
         let called = python::call(self.modules.sandboxes(), &mut self.python, call, output, &mut |inst, name| {
             attribute_reply(machine, inst, name)

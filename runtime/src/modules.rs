@@ -249,6 +249,26 @@ impl Modules {
         }
     }
 
+    /// The plugin package of every module that has Python code, by module name, in name
+    /// order (see [`Modules::python_dir`]): what the Python bridge links into its sandbox, so
+    /// that a plugin can import another module's plugins, as in the reference, where every
+    /// module's package is importable. A module read from disk counts when its package has an
+    /// `__init__.py`; an embedded module whose package cannot be written out is left out (a call
+    /// of its own plugins reports why).
+    pub fn python_packages(&self) -> Vec<(String, PathBuf)> {
+        self.inner
+            .modules
+            .iter()
+            .filter_map(|(name, backing)| match backing {
+                Backing::Directory(dir) => {
+                    let package = package_dir(dir);
+                    package.join("__init__.py").is_file().then(|| (name.clone(), package))
+                }
+                Backing::Embedded(_) => self.python_dir(name).ok().map(|package| (name.clone(), package)),
+            })
+            .collect()
+    }
+
     /// The Python bridge's import directories for these modules.
     pub(crate) fn sandboxes(&self) -> &crate::python::Sandboxes {
         &self.inner.sandboxes

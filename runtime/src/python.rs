@@ -1,9 +1,10 @@
 //! The Python bridge: plugins that weft has no native implementation for (a module's own
 //! Python plugins) run in a `python3` subprocess.
 //!
-//! Each plugin package gets one long-lived subprocess (a *server*) per evaluation, started at
-//! the first call of one of its plugins and stopped when the evaluation ends ([`Servers`]). The
-//! server imports the package with a stand-in for the `inmanta` package (the reference's
+//! The plugin packages of a set of modules share one long-lived subprocess (a *server*) per
+//! evaluation, started at the first call of one of their plugins and stopped when the
+//! evaluation ends ([`Servers`]). The server imports the packages, from a sandbox that links
+//! every module's (so that one module's plugins may import another's), with a stand-in for the `inmanta` package (the reference's
 //! compiler): `inmanta.plugins` (the `@plugin` and `deprecated` decorators, `Context`,
 //! `ModelType`, `PluginException`), the proxy classes of `inmanta.execute.proxy`, `Unknown`
 //! and `NoneValue`, the compiler errors of `inmanta.ast`, `inmanta.util`'s JSON encoders,
@@ -16,8 +17,8 @@
 //! read-only proxies whose attribute reads are questions back to the evaluator during the
 //! call (a `getattr` line, answered on the request pipe); lists and dicts as read-only views.
 //!
-//! One process for all the calls is what the reference does too: it imports a module's
-//! plugins once per compile, so module-level state (a counter, a cache, an allocator of
+//! One process for all the calls is what the reference does too: it imports the modules'
+//! plugins once per compile, into one interpreter, so module-level state (a counter, a cache, an allocator of
 //! addresses) carries from one call to the next, and a model can rely on it. It is also what
 //! makes a call cheap: starting `python3` takes tens of milliseconds, a call to a running
 //! server tens of microseconds.
@@ -795,9 +796,11 @@ pub struct Returned {
 
 /// One call of a module's Python plugin.
 pub struct PluginCall<'a> {
-    /// The directory of the package `inmanta_plugins.<module>` (see
-    /// [`crate::modules::Modules::python_dir`]).
-    pub package: &'a Path,
+    /// Every module's plugin package, by module name: the directory of the package
+    /// `inmanta_plugins.<module>` (see [`crate::modules::Modules::python_packages`]). The
+    /// plugin's own module is one of them; the others are there because the reference imports
+    /// every module's plugins into one interpreter, where a plugin may import another module's.
+    pub packages: &'a [(String, PathBuf)],
     /// The Python module that defines the plugin (`inmanta_plugins.mod.sub`).
     pub module: &'a str,
     pub function: &'a str,
@@ -833,10 +836,9 @@ pub fn call(
     output: Output<'_>,
     attributes: &mut dyn FnMut(u32, &str) -> AttributeReply,
 ) -> Result<Returned, BridgeError> {
-    let PluginCall { package, module, function, args, kwargs, context } = call;
-    let top = module.split('.').nth(1).unwrap_or_default();
+    let PluginCall { packages, module, function, args, kwargs, context } = call;
     let mut sandboxes = sandboxes.lock();
-    let sandbox = sandboxes.get(package, top).map_err(|e| BridgeError::Unavailable(e.to_string()))?;
+    let sandbox = sandboxes.get(packages).map_err(|e| BridgeError::Unavailable(e.to_string()))?;
     let scrub = &sandbox.scrub;
     let request = json!({
         "module": module,
@@ -1081,9 +1083,8 @@ struct Scrub {
 }
 
 impl Scrub {
-    fn new(sandbox: &Path, package: &Path, top: &str) -> Scrub {
+    fn new(sandbox: &Path, packages: &[(String, PathBuf)]) -> Scrub {
         let mut replacements = Vec::new();
-        let import_path = format!("inmanta_plugins/{top}");
         let mut add = |path: &Path, suffix: &str, by: &str| {
             let mut forms = vec![path.to_path_buf()];
             forms.extend(std::fs::canonicalize(path).ok());
@@ -1096,7 +1097,9 @@ impl Scrub {
         };
         // Python names the files by the import path it found them under, the sandbox.
         add(sandbox, "/", "");
-        add(package, "", &import_path);
+        for (name, package) in packages {
+            add(package, "", &format!("inmanta_plugins/{name}"));
+        }
         // The longest first, so a path is replaced whole rather than by its prefix.
         replacements.sort_by_key(|(path, _)| std::cmp::Reverse(path.len()));
         Scrub { replacements }
@@ -1114,7 +1117,7 @@ impl Scrub {
 }
 
 /// The sandboxes made for one set of modules (see [`crate::modules::Modules`]), by the
-/// canonical package directory they import. Each is removed when the set is dropped, so a
+/// canonical package directories they import. Each is removed when the set is dropped, so a
 /// host that evaluates again and again does not collect directories in its temporary
 /// directory.
 #[derive(Debug, Default)]
@@ -1122,14 +1125,17 @@ pub struct Sandboxes(Mutex<SandboxMap>);
 
 #[derive(Debug, Default)]
 struct SandboxMap {
-    /// By the canonical package directory and the module's name.
-    by_package: BTreeMap<(PathBuf, String), Sandbox>,
-    /// The canonical key of each package directory as callers name it, so that a call does
-    /// not resolve the path again (six `readlink`s for a path in a materialized artifact).
-    canonical: HashMap<(PathBuf, String), (PathBuf, String)>,
+    /// By the modules' names and canonical package directories, sorted by name.
+    by_packages: BTreeMap<Packages, Sandbox>,
+    /// The canonical key of each list of packages as callers give it, so that a call does
+    /// not resolve the paths again (six `readlink`s for a path in a materialized artifact).
+    canonical: HashMap<Packages, Packages>,
 }
 
-/// A sandbox directory, removed when dropped. It holds a symbolic link to the package, which
+/// Plugin packages by module name: the directory of each `inmanta_plugins.<name>`.
+type Packages = Vec<(String, PathBuf)>;
+
+/// A sandbox directory, removed when dropped. It holds a symbolic link to each package, which
 /// the removal deletes without following.
 #[derive(Debug)]
 struct Sandbox {
@@ -1218,36 +1224,42 @@ impl Sandboxes {
 struct SandboxesGuard<'a>(std::sync::MutexGuard<'a, SandboxMap>);
 
 impl SandboxesGuard<'_> {
-    /// The sandbox where `inmanta_plugins.<top>` imports the package `package` (a link to
-    /// it), made once per package, private to this user. Two modules with the same name in
-    /// different places (two projects compiled by one process, a module on disk and the same
-    /// module materialized from an artifact) get different sandboxes, and servers.
-    fn get(&mut self, package: &Path, top: &str) -> std::io::Result<&mut Sandbox> {
+    /// The sandbox where `inmanta_plugins.<name>` imports the package of each module named
+    /// in `packages` (a link to it), made once per set of packages, private to this user. Two
+    /// modules with the same name in different places (two projects compiled by one process, a
+    /// module on disk and the same module materialized from an artifact) get different
+    /// sandboxes, and servers.
+    fn get(&mut self, packages: &[(String, PathBuf)]) -> std::io::Result<&mut Sandbox> {
         let map = &mut *self.0;
-        let named = (package.to_path_buf(), top.to_string());
-        let key = match map.canonical.get(&named) {
+        let key = match map.canonical.get(packages) {
             Some(key) => key.clone(),
             None => {
-                let key = (std::fs::canonicalize(package)?, top.to_string());
-                map.canonical.insert(named, key.clone());
+                let mut key = packages
+                    .iter()
+                    .map(|(name, package)| Ok((name.clone(), std::fs::canonicalize(package)?)))
+                    .collect::<std::io::Result<Packages>>()?;
+                key.sort();
+                key.dedup_by(|a, b| a.0 == b.0);
+                map.canonical.insert(packages.to_vec(), key.clone());
                 key
             }
         };
-        if !map.by_package.contains_key(&key) {
-            let dir = private_dir(&format!("weft-python-{}-{}", std::process::id(), file_name_part(top)))?;
+        if !map.by_packages.contains_key(&key) {
+            let dir = private_dir(&format!("weft-python-{}", std::process::id()))?;
             // A namespace package, as the reference's `inmanta_plugins` is: the plugin packages
             // of the v2 modules in the interpreter's environment join the sandbox's, so a
-            // plugin can import another module's.
+            // plugin can import another module's, as it can a module's of the project.
             let ns = dir.join("inmanta_plugins");
-            let made = std::fs::create_dir(&ns).and_then(|()| symlink(&key.0, &ns.join(top)));
+            let made = std::fs::create_dir(&ns)
+                .and_then(|()| key.iter().try_for_each(|(name, package)| symlink(package, &ns.join(name))));
             if let Err(e) = made {
                 let _ = std::fs::remove_dir_all(&dir);
                 return Err(e);
             }
-            let scrub = Scrub::new(&dir, &key.0, top);
-            map.by_package.insert(key.clone(), Sandbox { dir, scrub });
+            let scrub = Scrub::new(&dir, &key);
+            map.by_packages.insert(key.clone(), Sandbox { dir, scrub });
         }
-        Ok(map.by_package.get_mut(&key).expect("inserted above"))
+        Ok(map.by_packages.get_mut(&key).expect("inserted above"))
     }
 }
 
@@ -1382,10 +1394,11 @@ mod tests {
         let package = scratch.path().join("pkg");
         std::fs::create_dir(&package).unwrap();
         let sandboxes = Sandboxes::default();
-        let sandbox_of = |package: &Path| sandboxes.lock().get(package, "m").unwrap().dir.clone();
+        let sandbox_of =
+            |package: &Path| sandboxes.lock().get(&[("m".to_string(), package.to_path_buf())]).unwrap().dir.clone();
         let sandbox = sandbox_of(&package);
-        assert_eq!(sandbox_of(&package), sandbox, "one sandbox per package");
-        let scrub = Scrub::new(&sandbox, &package, "m");
+        assert_eq!(sandbox_of(&package), sandbox, "one sandbox per set of packages");
+        let scrub = Scrub::new(&sandbox, &[("m".to_string(), package.clone())]);
         let message = format!(
             "bad input in {}/inmanta_plugins/m/sub.py and {}/data.txt",
             sandbox.display(),
@@ -1426,7 +1439,7 @@ mod tests {
                 modules.sandboxes(),
                 &mut Servers::default(),
                 PluginCall {
-                    package: &modules.python_dir("m").unwrap(),
+                    packages: &modules.python_packages(),
                     module: "inmanta_plugins.m",
                     function,
                     args,
@@ -1473,10 +1486,10 @@ mod tests {
         .unwrap();
         let sandboxes = Sandboxes::default();
         let mut servers = Servers::new(None, Some(&project));
-        let package = root.join("plugins");
+        let packages = [("m".to_string(), root.join("plugins"))];
         let mut run = |function: &str| {
             let call_of = PluginCall {
-                package: &package,
+                packages: &packages,
                 module: "inmanta_plugins.m",
                 function,
                 args: Vec::new(),
@@ -1509,7 +1522,7 @@ mod tests {
         }
     }
 
-    /// One server answers a package's calls, so module state carries from call to call, and
+    /// One server answers a set of packages' calls, so module state carries from call to call, and
     /// keeps apart what a plugin prints and what it writes to `sys.stderr`; a server that died
     /// is reported with what it wrote in that call, replaced at the next call, and none outlives
     /// its evaluation's set of servers.
@@ -1528,9 +1541,10 @@ mod tests {
         let mut servers = Servers::default();
         let mut prints = Vec::new();
         let mut errors = Vec::new();
+        let packages = [("pkg".to_string(), package.clone())];
         let mut run = |function: &str, prints: &mut Vec<String>, errors: &mut Vec<String>| {
             let call_of = PluginCall {
-                package: &package,
+                packages: &packages,
                 module: "inmanta_plugins.pkg",
                 function,
                 args: Vec::new(),
