@@ -226,7 +226,7 @@ impl Host for RuntimeHost {
             let mut adapter = Adapter { machine: &mut *machine, scope, host: &mut *self };
             plugins::check_arguments(signature, &prepared, &args, &kwargs, &mut adapter)
                 .map_err(|e| plugin_failure(name, e))?;
-            let returned = match self.call_python(machine, signature, args, kwargs) {
+            let returned = match self.call_python(machine, scope, signature, args, kwargs) {
                 Err(PythonFailure::Unencodable(text)) => {
                     let mut adapter = Adapter { machine: &mut *machine, scope, host: &mut *self };
                     return Err(plugin_failure(name, plugins::unencodable_return(&prepared, &text, &mut adapter)));
@@ -323,6 +323,7 @@ impl RuntimeHost {
     fn call_python(
         &mut self,
         machine: &mut Machine,
+        scope: ScopeId,
         signature: &weft_ir::plugin::PluginSignature,
         args: Vec<Value>,
         kwargs: Vec<(String, Value)>,
@@ -352,6 +353,10 @@ impl RuntimeHost {
                 let dir = self.data_dir();
                 std::path::absolute(&dir).unwrap_or(dir).join(&signature.namespace)
             },
+            namespace: (scope != u32::MAX)
+                .then(|| machine.scope_namespace(scope))
+                .flatten()
+                .map(|ns| machine.program().namespaces[ns.index()].name.clone()),
         });
         let modules = &self.modules;
         let packages = self.python_packages.get_or_insert_with(|| modules.python_packages());

@@ -64,10 +64,12 @@ def plugin(function=None, **options):
 
 class Context:
     """What weft's bridge can give of the reference's plugin context: `get_data_dir`,
-    `get_environment_id` and `get_compiler` (for its Python plugins)."""
+    `get_environment_id`, `get_compiler` (for its Python plugins) and the namespace of the
+    calling statement (`owner.namespace`)."""
 
-    def __init__(self, data_dir=None):
+    def __init__(self, data_dir=None, namespace=None):
         self._data_dir = data_dir
+        self.owner = Caller(namespace)
 
     def get_data_dir(self):
         os.makedirs(self._data_dir, exist_ok=True)
@@ -80,6 +82,32 @@ class Context:
 
     def get_compiler(self):
         return Compiler()
+
+class Caller:
+    """The statement that called the plugin (the reference's `FunctionCall`), as far as the
+    bridge knows it: its namespace, by which a plugin finds the module that called it."""
+
+    def __init__(self, namespace):
+        self.namespace = Namespace(namespace) if namespace is not None else None
+
+class Namespace:
+    """A namespace of the model (`module::sub`, `__config__` for `main.cf`), by its name."""
+
+    def __init__(self, full_name):
+        self._full_name = full_name
+        self.name = full_name.split("::")[-1]
+
+    def get_full_name(self):
+        return self._full_name
+
+    def get_name(self):
+        return self.name
+
+    def __str__(self):
+        return self._full_name
+
+    def __repr__(self):
+        return self._full_name
 
 class Compiler:
     """What plugins ask of the reference's compiler: its plugins, to call them as filters in
@@ -663,7 +691,7 @@ def answer(request):
         args = [view(decode(a)) for a in request["args"]]
         context = request.get("context")
         if context is not None:
-            args.insert(context["position"], Context(context["data_dir"]))
+            args.insert(context["position"], Context(context["data_dir"], context.get("namespace")))
         kwargs = {k: view(decode(v)) for k, v in request["kwargs"].items()}
         global running
         running = True
@@ -817,6 +845,9 @@ pub struct PluginContext {
     /// What `get_data_dir` answers (and makes): `<data directory>/<namespace>`, as the
     /// reference's `data/<namespace>`.
     pub data_dir: PathBuf,
+    /// The namespace of the calling statement (`owner.namespace`): `module::sub`, or
+    /// `__config__` for `main.cf`; `None` where the call has none (a typedef's constraint).
+    pub namespace: Option<String>,
 }
 
 /// Calls `function` of the Python module `module` (`inmanta_plugins.mod.sub`), whose
@@ -845,7 +876,9 @@ pub fn call(
         "function": function,
         "args": args.iter().map(to_json).collect::<Vec<_>>(),
         "kwargs": kwargs.iter().map(|(k, v)| (k.clone(), to_json(v))).collect::<serde_json::Map<_, _>>(),
-        "context": context.map(|c| json!({"position": c.position, "data_dir": c.data_dir.to_string_lossy()})),
+        "context": context.map(|c| {
+            json!({"position": c.position, "data_dir": c.data_dir.to_string_lossy(), "namespace": c.namespace})
+        }),
     });
     let response = servers.exchange(&sandbox.dir, scrub, &request, attributes)?;
     let lines = |key: &str| {
