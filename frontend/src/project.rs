@@ -147,6 +147,17 @@ pub struct Program<'a> {
     /// Namespaces that have a Python module in their module's plugins (`inmanta_plugins.mod.x`
     /// exists for `mod::x`), loaded or not.
     pub python_modules: Vec<String>,
+    /// The Python files the plugins of loaded namespaces were read from, by the plugins'
+    /// namespace and `source_file`, for diagnostics that point into them (the embedded std's
+    /// are not here).
+    pub plugin_files: HashMap<(String, String), PluginFile>,
+}
+
+/// A Python file that plugins were read from: its path as diagnostics show it, and its text.
+#[derive(Clone, Debug)]
+pub struct PluginFile {
+    pub display: String,
+    pub text: String,
 }
 
 impl Program<'_> {
@@ -268,12 +279,24 @@ fn load<'a>(
         plugins: Vec::new(),
         dataclasses: Vec::new(),
         python_modules: Vec::new(),
+        plugin_files: HashMap::new(),
         config: ProjectConfig::default(),
     };
     loader.config = loader.read_config();
     let namespaces = loader.load_all();
     let parsed_ahead = loader.parsed_ahead;
-    let Loader { sources, interner, diagnostics, modules, plugins, dataclasses, python_modules, config, .. } = loader;
+    let Loader {
+        sources,
+        interner,
+        diagnostics,
+        modules,
+        plugins,
+        dataclasses,
+        python_modules,
+        plugin_files,
+        config,
+        ..
+    } = loader;
     let program = Program {
         dir: dir.to_path_buf(),
         config,
@@ -284,6 +307,7 @@ fn load<'a>(
         plugins,
         dataclasses,
         python_modules,
+        plugin_files,
     };
     (program, diagnostics, parsed_ahead)
 }
@@ -329,6 +353,7 @@ struct Loader<'a> {
     plugins: Vec<PluginSignature>,
     dataclasses: Vec<PythonDataclass>,
     python_modules: Vec<String>,
+    plugin_files: HashMap<(String, String), PluginFile>,
     config: ProjectConfig,
 }
 
@@ -1038,11 +1063,18 @@ impl<'a> Loader<'a> {
                 if !loaded.contains(namespace.as_str()) {
                     continue;
                 }
-                let label = match &module.origin {
-                    ModuleOrigin::Embedded => embedded_display(&format!("plugins/{rel}")),
-                    _ => rel.clone(),
+                let (label, full) = match &module.origin {
+                    ModuleOrigin::Embedded => (embedded_display(&format!("plugins/{rel}")), None),
+                    ModuleOrigin::V1 { dir } => (rel.clone(), Some(dir.join("plugins").join(&rel))),
+                    ModuleOrigin::V2 { package_dir } => (rel.clone(), Some(package_dir.join(&rel))),
                 };
                 let extract = python::extract(&text, &namespace, &label);
+                if let Some(full) = full
+                    && !extract.plugins.is_empty()
+                {
+                    let display = self.display_path(&full);
+                    self.plugin_files.insert((namespace.clone(), label.clone()), PluginFile { display, text });
+                }
                 for problem in extract.problems {
                     self.diagnostics.push(
                         Diagnostic::warning(

@@ -347,6 +347,8 @@ impl<'p, 'a> Checker<'p, 'a> {
         for (ns, def, _) in self.typedef_defs.clone() {
             self.normalize_expr(ns, def.constraint, Lhs::None, Scope::Constraint);
         }
+        // Plugin signatures next, as the reference normalises its plugins after its typedefs.
+        self.check_plugin_annotations();
         // Entities in definition order (`std::Entity` last).
         let mut entities: Vec<EntityId> = self.entity_defs.iter().map(|d| d.2).collect();
         entities.extend(self.model.std_entity);

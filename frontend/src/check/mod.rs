@@ -32,7 +32,8 @@ mod suggest;
 use std::collections::HashMap;
 
 use weft_ir::diagnostic::codes;
-use weft_ir::{Diagnostic, ErrorKind, Location, Span, Symbol};
+use weft_ir::plugin::{PluginSignature, TypeAnnotation};
+use weft_ir::{Diagnostic, ErrorKind, FileId, Location, SourceFile, Span, Symbol};
 
 use crate::ast;
 use crate::project::Program;
@@ -330,6 +331,80 @@ impl<'p, 'a> Checker<'p, 'a> {
             self.model.plugins.push(Plugin { name, ns, signature });
             let ident = ast::Ident { name, span: Span::new(0, 0) };
             self.define_type(ns, ident, TypeItem::Plugin(id), "plugin");
+        }
+    }
+
+    /// The reference resolves the type of each string annotation of a plugin when it loads the
+    /// plugin, called or not, in the plugin's namespace: an unknown type is a
+    /// `TypeNotFoundException` (`MissingImportException` for a module the namespace does not
+    /// import) at the plugin's `def`. The type language of an annotation is small: a name,
+    /// then `[]` or `?` (`?` after `[]`: `int[]?`). `any`, `expression` and `null` are not types of the
+    /// model; Python type annotations (`str`, `list[str]`) are the bridge's to check.
+    fn check_plugin_annotations(&mut self) {
+        let plugins: Vec<(NsId, PluginSignature)> =
+            self.model.plugins.iter().map(|p| (p.ns, p.signature.clone())).collect();
+        let mut files: HashMap<(String, String), FileId> = HashMap::new();
+        for (ns, signature) in plugins {
+            let key = (signature.namespace.clone(), signature.source_file.clone());
+            if !self.program.plugin_files.contains_key(&key) {
+                continue;
+            }
+            let annotations = signature.params.iter().filter_map(|p| p.annotation.as_ref()).chain(&signature.returns);
+            let unknown = annotations.filter_map(|a| match a {
+                TypeAnnotation::Dsl(text) => Some(text.clone()),
+                TypeAnnotation::Python(_) => None,
+            });
+            for text in unknown.collect::<Vec<_>>() {
+                let base = text.strip_suffix('?').unwrap_or(&text);
+                let base = base.strip_suffix("[]").unwrap_or(base);
+                let well_formed = !base.is_empty()
+                    && base.split("::").all(|part| {
+                        part.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                            && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+                    });
+                // `string?[]`: the element type of a list is a name, so `string?` is looked up as
+                // one, and there is no such type.
+                let nullable_element = text.ends_with("[]")
+                    && base.strip_suffix('?').is_some_and(|name| Primitive::from_name(name).is_some() || name == "any");
+                let mut d = if nullable_element {
+                    Diagnostic::error(
+                        ErrorKind::TypeNotFoundException,
+                        codes::TYPE_NOT_FOUND,
+                        format!("could not find type {base} in namespace {}", self.ns_name(ns)),
+                    )
+                } else {
+                    if !well_formed
+                        || matches!(base, "any" | "expression" | "null")
+                        || Primitive::from_name(base).is_some()
+                    {
+                        continue;
+                    }
+                    let parts: Vec<ast::Ident> = base
+                        .split("::")
+                        .map(|part| ast::Ident { name: self.intern(part), span: Span::new(0, 0) })
+                        .collect();
+                    let Err(d) = self.lookup_type(ns, &parts, Span::new(0, 0)) else { continue };
+                    d
+                };
+                let file = match files.get(&key) {
+                    Some(&file) => file,
+                    None => {
+                        let source = &self.program.plugin_files[&key];
+                        let file =
+                            self.program.sources.add(SourceFile::new(source.display.clone(), source.text.as_str()));
+                        files.insert(key.clone(), file);
+                        file
+                    }
+                };
+                d.labels.clear();
+                d.notes.clear();
+                let range = self.program.sources.get(file).line_range(signature.source_line).unwrap_or(0..0);
+                let at = Location::new(file, Span::new(range.start as u32, range.end as u32));
+                d = d.at(at, format!("in an annotation of the plugin `{}`", signature.name));
+                self.push(d);
+                // The reference stops at the plugin's first unknown type.
+                break;
+            }
         }
     }
 
