@@ -735,10 +735,6 @@ fn decode_escapes(body: &str, out: &mut String) -> Result<(), ()> {
     Ok(())
 }
 
-fn collapse_whitespace(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
 /// A dotted name (`a.b.c`) filling all of `tokens`, as its parts.
 fn dotted_name<'s>(tokens: &[Token], source: &'s str) -> Option<Vec<&'s str>> {
     let mut parts = Vec::new();
@@ -1171,7 +1167,8 @@ impl<'s> Extractor<'s> {
         let tokens = self.resolve_alias(tokens);
         let tokens = without_enclosing_parens(tokens, self.source);
         match string_value(tokens, self.source) {
-            Some(Ok(text)) => Some(TypeAnnotation::Dsl(collapse_whitespace(&text))),
+            // As written: the reference looks the text up as it is, and ` int ` is no type.
+            Some(Ok(text)) => Some(TypeAnnotation::Dsl(text.to_string())),
             Some(Err(message)) => {
                 self.problem(line, format!("{message}; the plugin is skipped"));
                 None
@@ -1544,7 +1541,7 @@ mod tests {
                 "@plugin\ndef f(a: object   |\n   Reference, b: Sequence[\n  int\n]) -> object | Reference: pass",
                 "plugin mod::f(a: object | Reference, b: Sequence[ int ]) -> object | Reference @2",
             ),
-            ("@plugin\ndef f(a: \"  string  [] \"): pass", "plugin mod::f(a: \"string []\") @2"),
+            ("@plugin\ndef f(a: \"  string  [] \"): pass", "plugin mod::f(a: \"  string  [] \") @2"),
             ("@plugin\ndef f(a: b\"x\", b: f\"{x}\"): pass", "plugin mod::f(a: b\"x\", b: f\"{x}\") @2"),
             (
                 "@plugin\ndef f(a=lambda x, y: x, b=[1, (2, 3)]): pass",

@@ -337,9 +337,10 @@ impl<'p, 'a> Checker<'p, 'a> {
     /// The reference resolves the type of each string annotation of a plugin when it loads the
     /// plugin, called or not, in the plugin's namespace: an unknown type is a
     /// `TypeNotFoundException` (`MissingImportException` for a module the namespace does not
-    /// import) at the plugin's `def`. The type language of an annotation is small: a name,
-    /// then `[]` or `?` (`?` after `[]`: `int[]?`). `any`, `expression` and `null` are not types of the
-    /// model; Python type annotations (`str`, `list[str]`) are the bridge's to check.
+    /// import) at the plugin's `def`. The type language of an annotation is small: `any`,
+    /// `expression` or `null` alone, or a name with `[]` or `?` after it (`?` after `[]`:
+    /// `int[]?`), taken as written (` int ` is not `int`). Python type annotations (`str`,
+    /// `list[str]`) are the bridge's to check.
     fn check_plugin_annotations(&mut self) {
         let plugins: Vec<(NsId, PluginSignature)> =
             self.model.plugins.iter().map(|p| (p.ns, p.signature.clone())).collect();
@@ -355,36 +356,35 @@ impl<'p, 'a> Checker<'p, 'a> {
                 TypeAnnotation::Python(_) => None,
             });
             for text in unknown.collect::<Vec<_>>() {
+                // `any`, `expression` and `null` are whole annotations only: `any[]` and
+                // `null?` name types that do not exist.
+                if matches!(text.as_str(), "any" | "expression" | "null") {
+                    continue;
+                }
                 let base = text.strip_suffix('?').unwrap_or(&text);
                 let base = base.strip_suffix("[]").unwrap_or(base);
-                let well_formed = !base.is_empty()
-                    && base.split("::").all(|part| {
-                        part.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-                            && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-                    });
-                // `string?[]`: the element type of a list is a name, so `string?` is looked up as
-                // one, and there is no such type.
-                let nullable_element = text.ends_with("[]")
-                    && base.strip_suffix('?').is_some_and(|name| Primitive::from_name(name).is_some() || name == "any");
-                let mut d = if nullable_element {
-                    Diagnostic::error(
-                        ErrorKind::TypeNotFoundException,
-                        codes::TYPE_NOT_FOUND,
-                        format!("could not find type {base} in namespace {}", self.ns_name(ns)),
-                    )
-                } else {
-                    if !well_formed
-                        || matches!(base, "any" | "expression" | "null")
-                        || Primitive::from_name(base).is_some()
-                    {
-                        continue;
-                    }
+                if Primitive::from_name(base).is_some() {
+                    continue;
+                }
+                let is_name = base.split("::").all(|part| {
+                    part.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                        && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+                });
+                let mut d = if is_name {
                     let parts: Vec<ast::Ident> = base
                         .split("::")
                         .map(|part| ast::Ident { name: self.intern(part), span: Span::new(0, 0) })
                         .collect();
                     let Err(d) = self.lookup_type(ns, &parts, Span::new(0, 0)) else { continue };
                     d
+                } else {
+                    // What no type is called, taken whole as the reference takes it: `string?`
+                    // of `string?[]`, ` int `, `list[string]`, `string[]` of `string[][]`.
+                    Diagnostic::error(
+                        ErrorKind::TypeNotFoundException,
+                        codes::TYPE_NOT_FOUND,
+                        format!("could not find type {base} in namespace {}", self.ns_name(ns)),
+                    )
                 };
                 let file = match files.get(&key) {
                     Some(&file) => file,
