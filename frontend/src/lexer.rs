@@ -227,12 +227,12 @@ pub struct Lexer<'s> {
 }
 
 #[inline]
-fn is_ident_start(b: u8) -> bool {
+pub(crate) fn is_ident_start(b: u8) -> bool {
     b.is_ascii_alphabetic() || b == b'_'
 }
 
 #[inline]
-fn is_ident_continue(b: u8) -> bool {
+pub(crate) fn is_ident_continue(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_' || b == b'-'
 }
 

@@ -353,10 +353,7 @@ impl RuntimeHost {
                 let dir = self.data_dir();
                 std::path::absolute(&dir).unwrap_or(dir).join(&signature.namespace)
             },
-            namespace: (scope != u32::MAX)
-                .then(|| machine.scope_namespace(scope))
-                .flatten()
-                .map(|ns| machine.program().namespaces[ns.index()].name.clone()),
+            namespace: caller_namespace(machine, scope),
         });
         let modules = &self.modules;
         let packages = self.python_packages.get_or_insert_with(|| modules.python_packages());
@@ -422,6 +419,17 @@ impl From<PluginFailure> for PythonFailure {
 /// Converts a value for the Python bridge: instances of `std::Dataclass` entities become
 /// their Python dataclass, other instances a proxy that reads their attributes on demand, and
 /// lists and dicts that hold instances are converted element by element.
+/// The full name of the namespace whose code made a plugin call from `scope` (`module::sub`,
+/// `__config__` for `main.cf`); `None` for a call without a scope (`u32::MAX`: a typedef's
+/// constraint) or from an instance's scope.
+fn caller_namespace(machine: &Machine, scope: ScopeId) -> Option<String> {
+    if scope == u32::MAX {
+        return None;
+    }
+    let ns = machine.scope_namespace(scope)?;
+    Some(machine.program().namespaces[ns.index()].name.clone())
+}
+
 fn bridge_value(machine: &mut Machine, v: Value) -> Result<python::BridgeValue, PluginFailure> {
     match v {
         Value::Instance(inst) => bridge_instance(machine, inst),
@@ -556,11 +564,7 @@ impl plugins::PluginHost for Adapter<'_> {
     }
 
     fn caller_namespace(&self) -> Option<String> {
-        if self.scope == u32::MAX {
-            return None;
-        }
-        let ns = self.machine.scope_namespace(self.scope)?;
-        Some(self.machine.program().namespaces[ns.index()].name.clone())
+        caller_namespace(self.machine, self.scope)
     }
 
     fn check_typedef(&mut self, name: &str, value: &Value) -> Result<bool, plugins::PluginError> {

@@ -36,6 +36,7 @@ use weft_ir::plugin::{PluginSignature, TypeAnnotation};
 use weft_ir::{Diagnostic, ErrorKind, FileId, Location, SourceFile, Span, Symbol};
 
 use crate::ast;
+use crate::lexer;
 use crate::project::Program;
 pub use model::*;
 
@@ -351,24 +352,24 @@ impl<'p, 'a> Checker<'p, 'a> {
                 continue;
             }
             let annotations = signature.params.iter().filter_map(|p| p.annotation.as_ref()).chain(&signature.returns);
-            let unknown = annotations.filter_map(|a| match a {
-                TypeAnnotation::Dsl(text) => Some(text.clone()),
+            let dsl_annotations = annotations.filter_map(|a| match a {
+                TypeAnnotation::Dsl(text) => Some(text),
                 TypeAnnotation::Python(_) => None,
             });
-            for text in unknown.collect::<Vec<_>>() {
+            for text in dsl_annotations {
                 // `any`, `expression` and `null` are whole annotations only: `any[]` and
                 // `null?` name types that do not exist.
                 if matches!(text.as_str(), "any" | "expression" | "null") {
                     continue;
                 }
-                let base = text.strip_suffix('?').unwrap_or(&text);
+                let base = text.strip_suffix('?').unwrap_or(text);
                 let base = base.strip_suffix("[]").unwrap_or(base);
                 if Primitive::from_name(base).is_some() {
                     continue;
                 }
+                // A name as the lexer reads one, so that it can be looked up as the model's are.
                 let is_name = base.split("::").all(|part| {
-                    part.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-                        && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+                    part.bytes().next().is_some_and(lexer::is_ident_start) && part.bytes().all(lexer::is_ident_continue)
                 });
                 let mut d = if is_name {
                     let parts: Vec<ast::Ident> = base
