@@ -562,7 +562,10 @@ fn evaluate(project: &ProjectArgs, inputs: &InputArgs, keep_model: bool) -> Resu
         }
         let arena = bumpalo::Bump::new();
         let compiled = weft_frontend::compile(&arena, &project.project, &project.load_options());
-        let modules = weft_runtime::modules::Modules::from_dirs(compiled.project.module_dirs());
+        let modules = weft_runtime::modules::Modules::for_project(
+            compiled.project.module_dirs(),
+            compiled.project.path_plugin_packages.clone(),
+        );
         let executable = match compiled.lowered {
             Some(lowered) => Some(weft_vm::Executable::for_evaluation(lowered)?),
             None => None,
@@ -700,7 +703,10 @@ fn build(args: &BuildArgs) -> Result<ExitCode> {
     let failed = report(project, Sources::Text(&compiled.project.sources), &compiled.diagnostics, "build the project")?;
     let Some(lowered) = compiled.lowered.as_ref().filter(|_| !failed) else { return Ok(ExitCode::from(1)) };
     let executable = weft_vm::Executable::from_program(std::sync::Arc::new(lowered.clone()))?;
-    let modules = weft_runtime::modules::Modules::from_dirs(compiled.project.module_dirs());
+    let modules = weft_runtime::modules::Modules::for_project(
+        compiled.project.module_dirs(),
+        compiled.project.path_plugin_packages.clone(),
+    );
     let files = modules.embed()?;
     let provenance = weft_runtime::artifact::Provenance {
         project: compiled.project.config.name.clone(),

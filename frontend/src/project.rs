@@ -151,6 +151,9 @@ pub struct Program<'a> {
     /// namespace and `source_file`, for diagnostics that point into them (the embedded std's
     /// are not here).
     pub plugin_files: HashMap<(String, String), PluginFile>,
+    /// The plugin packages of v1 modules on the module path that the model does not load,
+    /// by module name (see [`Loader::unloaded_path_packages`]): plugin code may import them.
+    pub path_plugin_packages: Vec<(String, PathBuf)>,
 }
 
 /// A Python file that plugins were read from: its path as diagnostics show it, and its text.
@@ -285,6 +288,7 @@ fn load<'a>(
     loader.config = loader.read_config();
     let namespaces = loader.load_all();
     let parsed_ahead = loader.parsed_ahead;
+    let path_plugin_packages = loader.unloaded_path_packages();
     let Loader {
         sources,
         interner,
@@ -308,6 +312,7 @@ fn load<'a>(
         dataclasses,
         python_modules,
         plugin_files,
+        path_plugin_packages,
     };
     (program, diagnostics, parsed_ahead)
 }
@@ -958,6 +963,44 @@ impl<'a> Loader<'a> {
         let module = self.locate_module(name);
         self.located.insert(name.to_string(), module.clone());
         module
+    }
+
+    /// The plugin packages (`<dir>/<name>/plugins/` with an `__init__.py`) of the v1 modules
+    /// on the module path that the model did not load, in name order. The reference's plugin
+    /// finder imports `inmanta_plugins.<name>` from the first module path directory that has
+    /// such a package, whether the model imports the module or not, after Python's own
+    /// finders: a v2 module of the same name in the environment comes first, and then it is
+    /// not listed here.
+    fn unloaded_path_packages(&self) -> Vec<(String, PathBuf)> {
+        let loaded: HashSet<&str> = self.modules.iter().map(|m| m.name.as_str()).collect();
+        let v2_installed = |name: &str| {
+            self.site_packages.iter().any(|site| {
+                std::iter::once(site.clone())
+                    .chain(editable_roots(site))
+                    .any(|base| base.join("inmanta_plugins").join(name).is_dir())
+            })
+        };
+        let mut found: std::collections::BTreeMap<String, PathBuf> = std::collections::BTreeMap::new();
+        for dir in &self.config.modulepath {
+            let Ok(entries) = std::fs::read_dir(dir) else { continue };
+            for entry in entries.filter_map(Result::ok) {
+                // A name that is not UTF-8, or not a Python identifier, cannot be imported.
+                let Ok(name) = entry.file_name().into_string() else { continue };
+                if name == "std" || loaded.contains(name.as_str()) || found.contains_key(&name) {
+                    continue;
+                }
+                if !name.bytes().next().is_some_and(crate::lexer::is_ident_start)
+                    || !name.bytes().all(crate::lexer::is_ident_continue)
+                {
+                    continue;
+                }
+                let package = entry.path().join("plugins");
+                if package.join("__init__.py").is_file() && !v2_installed(&name) {
+                    found.insert(name, package);
+                }
+            }
+        }
+        found.into_iter().collect()
     }
 
     fn locate_module(&self, name: &str) -> Option<Module> {

@@ -232,6 +232,9 @@ pub struct Description {
     pub inputs: weft_ir::inputs::Inputs,
     /// The embedded modules and how many files each carries.
     pub modules: Vec<(String, usize)>,
+    /// The embedded plugin packages of modules the model does not load, and how many Python
+    /// files each carries.
+    pub plugin_packages: Vec<(String, usize)>,
     /// Plugins the code calls that have no native implementation: they need the module's
     /// Python code on the host.
     pub python_plugins: Vec<String>,
@@ -278,6 +281,7 @@ pub fn describe(loaded: &Loaded) -> Description {
         entities: program.entities.len(),
         inputs: loaded.inputs.clone(),
         modules: loaded.files.summary(),
+        plugin_packages: loaded.files.path_package_summary(),
         python_plugins,
     }
 }
@@ -302,6 +306,12 @@ impl Description {
         let _ = writeln!(out, "modules:");
         for (name, files) in &self.modules {
             let _ = writeln!(out, "  {name} ({files} files)");
+        }
+        if !self.plugin_packages.is_empty() {
+            let _ = writeln!(out, "plugin packages of modules the model does not load:");
+            for (name, files) in &self.plugin_packages {
+                let _ = writeln!(out, "  {name} ({files} Python files)");
+            }
         }
         let _ = writeln!(out, "inputs:");
         for line in self.inputs.render_text().lines() {

@@ -8,7 +8,8 @@
 //! [`Modules::embed`]): every file under each module's `templates/` and `files/`, the
 //! resource registrations read from the Python sources when the artifact was built, and the
 //! `.py` files of the module's plugin package, for its plugins that weft has no native
-//! implementation of. Those run through the Python bridge ([`crate::python`]), so they still
+//! implementation of, and the plugin packages of modules on the module path that the model
+//! does not load but whose names that Python code mentions (plugin code may import them). Those run through the Python bridge ([`crate::python`]), so they still
 //! need `python3` on the host that runs the artifact; their files are written to a private
 //! temporary directory the first time one of them is called ([`Modules::python_dir`]).
 //!
@@ -71,10 +72,14 @@ pub struct Modules {
 #[derive(Debug, Default)]
 struct Inner {
     modules: BTreeMap<String, Backing>,
+    /// The plugin packages of v1 modules on the module path that the model does not load:
+    /// importable from plugin code, as in the reference, but no module of the model (no
+    /// files, templates or resource registrations of theirs are seen).
+    path_packages: BTreeMap<String, PathPackage>,
     /// Every module's resource registrations, read on first use (see [`Modules::registrations`]).
     registrations: OnceLock<Vec<Registration>>,
-    /// For each embedded module that carries Python code, its plugin package written out to a
-    /// directory, on first use (see [`Modules::python_dir`]).
+    /// For each embedded module that carries Python code, and each embedded path package, its
+    /// plugin package written out to a directory, on first use (see [`Modules::python_dir`]).
     python_dirs: BTreeMap<String, OnceLock<Result<Materialized, String>>>,
     /// Where the Python bridge imports the modules' packages from; removed with the modules.
     sandboxes: crate::python::Sandboxes,
@@ -84,6 +89,14 @@ enum Backing {
     /// The module's root directory (holding `model/`, `templates/`, `files/` and its Python code).
     Directory(PathBuf),
     Embedded(EmbeddedModule),
+}
+
+/// Where the plugin package of a module the model does not load comes from.
+#[derive(Debug)]
+enum PathPackage {
+    /// The package's directory (`<module path>/<name>/plugins`).
+    Directory(PathBuf),
+    Embedded(EmbeddedPackage),
 }
 
 impl fmt::Debug for Backing {
@@ -100,12 +113,36 @@ impl fmt::Debug for Backing {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EmbeddedModules {
     pub modules: BTreeMap<String, EmbeddedModule>,
+    /// The plugin packages of modules on the module path that the model does not load but
+    /// whose names the embedded Python code mentions (see [`Modules::embed`]).
+    pub path_packages: BTreeMap<String, EmbeddedPackage>,
 }
 
 impl EmbeddedModules {
     /// Each module's name and how many files it carries, in name order.
     pub fn summary(&self) -> Vec<(String, usize)> {
         self.modules.iter().map(|(name, module)| (name.clone(), module.files.len())).collect()
+    }
+
+    /// Each embedded path package's name and how many Python files it carries, in name order.
+    pub fn path_package_summary(&self) -> Vec<(String, usize)> {
+        self.path_packages.iter().map(|(name, package)| (name.clone(), package.python.len())).collect()
+    }
+}
+
+/// The plugin package of a module the model does not load, embedded: its `.py` files, by
+/// their path relative to the package's root, collected as a loaded module's are.
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EmbeddedPackage {
+    #[serde(with = "byte_map")]
+    pub python: BTreeMap<String, Vec<u8>>,
+}
+
+impl fmt::Debug for EmbeddedPackage {
+    /// File names and sizes only, as for a module.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let sizes: BTreeMap<&str, usize> = self.python.iter().map(|(k, v)| (k.as_str(), v.len())).collect();
+        f.debug_struct("EmbeddedPackage").field("python", &sizes).finish()
     }
 }
 
@@ -165,25 +202,54 @@ pub enum EmbedError {
 impl Modules {
     /// Modules read from their directories (the roots holding `templates/` and `files/`).
     pub fn from_dirs(dirs: HashMap<String, PathBuf>) -> Modules {
-        Modules::from_backings(dirs.into_iter().map(|(name, dir)| (name, Backing::Directory(dir))).collect())
+        Modules::for_project(dirs, Vec::new())
+    }
+
+    /// The modules of a project compiled from its sources: the loaded modules' directories
+    /// (the roots holding `templates/` and `files/`), and the plugin packages of the v1 modules
+    /// on the module path that the model does not load (`<dir>/<name>/plugins`), which plugin
+    /// code may import.
+    pub fn for_project(dirs: HashMap<String, PathBuf>, path_packages: Vec<(String, PathBuf)>) -> Modules {
+        let modules: BTreeMap<String, Backing> =
+            dirs.into_iter().map(|(name, dir)| (name, Backing::Directory(dir))).collect();
+        let path_packages = path_packages
+            .into_iter()
+            .filter(|(name, _)| !modules.contains_key(name))
+            .map(|(name, package)| (name, PathPackage::Directory(package)))
+            .collect();
+        Modules::from_backings(modules, path_packages)
     }
 
     /// Modules embedded in an artifact.
     pub fn from_embedded(embedded: EmbeddedModules) -> Modules {
-        Modules::from_backings(
-            embedded.modules.into_iter().map(|(name, module)| (name, Backing::Embedded(module))).collect(),
-        )
+        let modules: BTreeMap<String, Backing> =
+            embedded.modules.into_iter().map(|(name, module)| (name, Backing::Embedded(module))).collect();
+        // An artifact names each package once; one that is also a module (a crafted file) is
+        // the module.
+        let path_packages = embedded
+            .path_packages
+            .into_iter()
+            .filter(|(name, _)| !modules.contains_key(name))
+            .map(|(name, package)| (name, PathPackage::Embedded(package)))
+            .collect();
+        Modules::from_backings(modules, path_packages)
     }
 
-    fn from_backings(modules: BTreeMap<String, Backing>) -> Modules {
-        let python_dirs = modules
+    fn from_backings(modules: BTreeMap<String, Backing>, path_packages: BTreeMap<String, PathPackage>) -> Modules {
+        let embedded_modules = modules
             .iter()
             .filter(|(_, backing)| matches!(backing, Backing::Embedded(module) if !module.python.is_empty()))
-            .map(|(name, _)| (name.clone(), OnceLock::new()))
-            .collect();
+            .map(|(name, _)| name);
+        let embedded_packages = path_packages
+            .iter()
+            .filter(|(_, package)| matches!(package, PathPackage::Embedded(p) if !p.python.is_empty()))
+            .map(|(name, _)| name);
+        let python_dirs =
+            embedded_modules.chain(embedded_packages).map(|name| (name.clone(), OnceLock::new())).collect();
         Modules {
             inner: Arc::new(Inner {
                 modules,
+                path_packages,
                 registrations: OnceLock::new(),
                 python_dirs,
                 sandboxes: Default::default(),
@@ -198,6 +264,13 @@ impl Modules {
     ///
     /// A symbolic link is followed when it leads to a place inside its module and skipped
     /// otherwise, as is anything that is neither a file nor a directory.
+    ///
+    /// Of the plugin packages of modules the model does not load, those whose name the
+    /// embedded Python code mentions are embedded: the name as a whole word in a file that
+    /// also mentions `inmanta_plugins`, in the loaded modules' code or, in turn, in a package
+    /// embedded so. What Python would import cannot be known without running it; this finds
+    /// every plain `import inmanta_plugins.x` and `from inmanta_plugins import x`, and at worst
+    /// embeds a package no plugin imports.
     pub fn embed(&self) -> Result<EmbeddedModules, EmbedError> {
         let mut out = EmbeddedModules::default();
         for (name, backing) in &self.inner.modules {
@@ -206,6 +279,28 @@ impl Modules {
                 Backing::Directory(dir) => embed_dir(name, dir)?,
             };
             out.modules.insert(name.clone(), module);
+        }
+        let mut texts: Vec<Vec<u8>> = out.modules.values().flat_map(|m| m.python.values().cloned()).collect();
+        let mut scanned = 0;
+        while scanned < texts.len() {
+            let new = &texts[scanned..];
+            let mentioned: Vec<String> = self
+                .inner
+                .path_packages
+                .keys()
+                .filter(|name| !out.path_packages.contains_key(*name))
+                .filter(|name| new.iter().any(|text| mentions_plugin_package(text, name)))
+                .cloned()
+                .collect();
+            scanned = texts.len();
+            for name in mentioned {
+                let package = match &self.inner.path_packages[&name] {
+                    PathPackage::Embedded(package) => package.clone(),
+                    PathPackage::Directory(dir) => embed_package(&name, dir)?,
+                };
+                texts.extend(package.python.values().cloned());
+                out.path_packages.insert(name, package);
+            }
         }
         Ok(out)
     }
@@ -235,38 +330,50 @@ impl Modules {
     pub fn python_dir(&self, module: &str) -> Result<PathBuf, String> {
         match self.inner.modules.get(module) {
             Some(Backing::Directory(dir)) => Ok(package_dir(dir)),
-            Some(Backing::Embedded(embedded)) => match self.inner.python_dirs.get(module) {
-                Some(cell) => match cell.get_or_init(|| Materialized::write(module, &embedded.python)) {
-                    Ok(materialized) => Ok(materialized.dir.clone()),
-                    Err(reason) => Err(reason.clone()),
-                },
-                None => Err(format!(
+            Some(Backing::Embedded(embedded)) => self.materialized(module, &embedded.python).ok_or_else(|| {
+                format!(
                     "the plugin is implemented in Python and this artifact does not carry Python code; run it where \
                      the module {module} is installed"
-                )),
-            },
+                )
+            })?,
             None => Err(format!("the module {module} has no Python code on disk")),
         }
+    }
+
+    /// The directory an embedded package is written out to (see [`Modules::python_dir`]), or
+    /// why it could not be written; `None` when it has no Python code.
+    fn materialized(&self, name: &str, files: &BTreeMap<String, Vec<u8>>) -> Option<Result<PathBuf, String>> {
+        let cell = self.inner.python_dirs.get(name)?;
+        Some(match cell.get_or_init(|| Materialized::write(name, files)) {
+            Ok(materialized) => Ok(materialized.dir.clone()),
+            Err(reason) => Err(reason.clone()),
+        })
     }
 
     /// The plugin package of every module that has Python code, by module name, in name
     /// order (see [`Modules::python_dir`]): what the Python bridge links into its sandbox, so
     /// that a plugin can import another module's plugins, as in the reference, where every
-    /// module's package is importable. A module read from disk counts when its package has an
-    /// `__init__.py`; an embedded module whose package cannot be written out is left out (a call
-    /// of its own plugins reports why).
+    /// module's package is importable, the packages of modules on the module path that the
+    /// model does not load included. A module read from disk counts when its package has an
+    /// `__init__.py`; an embedded package that cannot be written out is left out (a call of its
+    /// own plugins reports why).
     pub fn python_packages(&self) -> Vec<(String, PathBuf)> {
-        self.inner
-            .modules
-            .iter()
-            .filter_map(|(name, backing)| match backing {
-                Backing::Directory(dir) => {
-                    let package = package_dir(dir);
-                    package.join("__init__.py").is_file().then(|| (name.clone(), package))
-                }
-                Backing::Embedded(_) => self.python_dir(name).ok().map(|package| (name.clone(), package)),
-            })
-            .collect()
+        let modules = self.inner.modules.iter().filter_map(|(name, backing)| match backing {
+            Backing::Directory(dir) => {
+                let package = package_dir(dir);
+                package.join("__init__.py").is_file().then(|| (name.clone(), package))
+            }
+            Backing::Embedded(_) => self.python_dir(name).ok().map(|package| (name.clone(), package)),
+        });
+        let path_packages = self.inner.path_packages.iter().filter_map(|(name, package)| match package {
+            PathPackage::Directory(dir) => dir.join("__init__.py").is_file().then(|| (name.clone(), dir.clone())),
+            PathPackage::Embedded(embedded) => {
+                self.materialized(name, &embedded.python)?.ok().map(|dir| (name.clone(), dir))
+            }
+        });
+        let mut packages: Vec<(String, PathBuf)> = modules.chain(path_packages).collect();
+        packages.sort_by(|a, b| a.0.cmp(&b.0));
+        packages
     }
 
     /// The Python bridge's import directories for these modules.
@@ -507,6 +614,46 @@ fn embed_dir(module: &str, dir: &Path) -> Result<EmbeddedModule, EmbedError> {
     })?;
     walker.out.python = python.out;
     Ok(walker.out)
+}
+
+/// The `.py` files of the plugin package `dir` of a module the model does not load.
+fn embed_package(module: &str, dir: &Path) -> Result<EmbeddedPackage, EmbedError> {
+    let io_error = |path: &Path, source: io::Error| EmbedError::Io {
+        module: module.to_string(),
+        path: path.to_path_buf(),
+        source,
+    };
+    // Links may lead anywhere inside the module, as for a loaded module's package.
+    let module_root = dir.parent().unwrap_or(dir);
+    let root = std::fs::canonicalize(module_root).map_err(|e| io_error(module_root, e))?;
+    let mut python = PythonWalker { root, data_dirs_at_top: false, ..PythonWalker::default() };
+    python.walk(dir, "", 0).map_err(|e| match e {
+        WalkError::Io(path, source) => io_error(&path, source),
+        WalkError::NonUtf8(path) => EmbedError::NonUtf8Path { module: module.to_string(), path },
+    })?;
+    Ok(EmbeddedPackage { python: python.out })
+}
+
+/// Whether Python source `text` may import the plugin package `name`: it mentions
+/// `inmanta_plugins`, and `name` as a whole word.
+fn mentions_plugin_package(text: &[u8], name: &str) -> bool {
+    let contains = |needle: &[u8]| text.windows(needle.len()).any(|w| w == needle);
+    if name.is_empty() || !contains(b"inmanta_plugins") {
+        return false;
+    }
+    let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80;
+    let name = name.as_bytes();
+    let mut from = 0;
+    while let Some(at) = text[from..].windows(name.len()).position(|w| w == name) {
+        let start = from + at;
+        let end = start + name.len();
+        let before = start.checked_sub(1).map(|i| text[i]);
+        if !before.is_some_and(word) && !text.get(end).copied().is_some_and(word) {
+            return true;
+        }
+        from = start + 1;
+    }
+    false
 }
 
 /// The directory of a module's plugin package: `plugins/` for a v1 module (when it is a
@@ -855,6 +1002,44 @@ mod tests {
         assert!(!first.windows(scratch_path.len()).any(|w| w == scratch_path));
     }
 
+    /// Of the packages of modules the model does not load, an artifact carries those the
+    /// embedded Python code names, in turn, and no other; they are importable, but no module.
+    #[test]
+    fn path_packages_named_by_embedded_code_are_embedded() {
+        let scratch = tempfile::tempdir().unwrap();
+        let libs = scratch.path();
+        write(
+            libs,
+            &[
+                ("m/plugins/__init__.py", "from inmanta_plugins.direct import f\n"),
+                ("direct/plugins/__init__.py", "import inmanta_plugins.indirect.sub as s\n"),
+                ("indirect/plugins/__init__.py", ""),
+                ("indirect/plugins/sub.py", "x = 1\n"),
+                ("unnamed/plugins/__init__.py", "import inmanta_plugins.m\n"),
+                ("prefixed/plugins/__init__.py", ""),
+                ("loaded/plugins/__init__.py", "# mentions direct, but not the plugins package\n"),
+            ],
+        );
+        let package = |name: &str| (name.to_string(), libs.join(name).join("plugins"));
+        let modules = Modules::for_project(
+            [("m".to_string(), libs.join("m")), ("loaded".to_string(), libs.join("loaded"))].into(),
+            vec![package("direct"), package("indirect"), package("unnamed"), package("prefixed"), package("m")],
+        );
+        let names: Vec<String> = modules.python_packages().into_iter().map(|(name, _)| name).collect();
+        assert_eq!(names, ["direct", "indirect", "loaded", "m", "prefixed", "unnamed"]);
+        let embedded = modules.embed().unwrap();
+        assert_eq!(embedded.path_package_summary(), [("direct".to_string(), 1), ("indirect".to_string(), 2)]);
+        let names: Vec<&str> = embedded.modules.keys().map(String::as_str).collect();
+        assert_eq!(names, ["loaded", "m"]);
+        assert!(modules.registrations().iter().all(|r| r.module != "direct"));
+        let from_artifact = Modules::from_embedded(embedded.clone());
+        let names: Vec<String> = from_artifact.python_packages().into_iter().map(|(name, _)| name).collect();
+        assert_eq!(names, ["direct", "indirect", "loaded", "m"]);
+        assert_eq!(from_artifact.embed().unwrap(), embedded);
+        assert!(!mentions_plugin_package(b"import inmanta_plugins.directory", "direct"));
+        assert!(mentions_plugin_package(b"from inmanta_plugins import (a,\n direct)", "direct"));
+    }
+
     #[test]
     fn links_inside_the_module_are_followed_and_others_skipped() {
         let scratch = tempfile::tempdir().unwrap();
@@ -1055,7 +1240,10 @@ mod tests {
             let mut module = EmbeddedModule::default();
             module.python.insert("__init__.py".into(), b"".to_vec());
             module.python.insert(key.into(), b"x".to_vec());
-            let embedded = Modules::from_embedded(EmbeddedModules { modules: [("m".to_string(), module)].into() });
+            let embedded = Modules::from_embedded(EmbeddedModules {
+                modules: [("m".to_string(), module)].into(),
+                ..Default::default()
+            });
             let error = embedded.python_dir("m").unwrap_err();
             assert!(
                 error.starts_with(

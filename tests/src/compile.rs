@@ -66,7 +66,8 @@ pub fn compile_with(dir: &Path, load: &LoadOptions) -> Outcome {
     let (program, mut diagnostics) = (compiled.project, compiled.diagnostics);
     let mut prints = Vec::new();
     if let Some(lowered) = compiled.lowered {
-        let modules = weft_runtime::modules::Modules::from_dirs(program.module_dirs());
+        let modules =
+            weft_runtime::modules::Modules::for_project(program.module_dirs(), program.path_plugin_packages.clone());
         let options = weft_runtime::Options {
             modules,
             data_dir: Some(dir.join("data")),
@@ -99,7 +100,10 @@ pub fn build_artifact(dir: &Path) -> Option<Vec<u8>> {
     let lowered = compiled.lowered.as_ref()?;
     let executable =
         weft_vm::Executable::from_program(Arc::new(lowered.clone())).expect("the frontend's program assembles");
-    let modules = weft_runtime::modules::Modules::from_dirs(compiled.project.module_dirs());
+    let modules = weft_runtime::modules::Modules::for_project(
+        compiled.project.module_dirs(),
+        compiled.project.path_plugin_packages.clone(),
+    );
     let files = modules.embed().expect("module files are readable");
     Some(weft_runtime::artifact::build(&weft_runtime::artifact::BuildInput {
         executable: &executable,

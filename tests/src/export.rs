@@ -63,7 +63,10 @@ pub fn export(dir: &Path, python_env: Option<&Path>) -> Exported {
             warnings: vec![],
         };
     };
-    let modules = weft_runtime::modules::Modules::from_dirs(compiled.project.module_dirs());
+    let modules = weft_runtime::modules::Modules::for_project(
+        compiled.project.module_dirs(),
+        compiled.project.path_plugin_packages.clone(),
+    );
     let options = weft_runtime::Options { modules: modules.clone(), ..weft_runtime::Options::default() };
     let (outcome, model) = weft_runtime::evaluate_model(Arc::new(lowered), &options);
     if let Some(error) = first_error(&outcome.errors) {

@@ -426,7 +426,10 @@ fn python_plugin_state_does_not_carry_into_the_next_evaluation() {
     let arena = bumpalo::Bump::new();
     let compiled = weft_frontend::compile(&arena, &dir, &weft_frontend::project::LoadOptions { python_env: None });
     let program = std::sync::Arc::new(compiled.lowered.expect("the case compiles"));
-    let modules = weft_runtime::modules::Modules::from_dirs(compiled.project.module_dirs());
+    let modules = weft_runtime::modules::Modules::for_project(
+        compiled.project.module_dirs(),
+        compiled.project.path_plugin_packages.clone(),
+    );
     let options = weft_runtime::Options { modules, ..weft_runtime::Options::default() };
     let first = weft_runtime::evaluate(program.clone(), &options);
     let second = weft_runtime::evaluate(program, &options);

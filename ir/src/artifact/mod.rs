@@ -74,8 +74,9 @@ pub const MAGIC: [u8; 8] = *b"\x89WEFT\r\n\n";
 ///
 /// Version 2: a `null` carries its identity (`NullId`). Version 3: a typedef's constraint
 /// carries its text for messages. Version 4: a string or dict constant that several places
-/// share is written once (`codec::sharing`).
-pub const FORMAT_VERSION: u32 = 4;
+/// share is written once (`codec::sharing`). Version 5: the files section carries the plugin
+/// packages of modules on the module path that the model does not load.
+pub const FORMAT_VERSION: u32 = 5;
 
 /// The length of the fixed header, which the section table follows.
 pub const HEADER_LEN: usize = 96;
