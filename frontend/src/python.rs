@@ -99,6 +99,26 @@ fn is_identifier(text: &str) -> bool {
         && chars.all(|c| c == '_' || c.is_alphanumeric())
 }
 
+/// The model types a Python annotation names with `ModelType["..."]`, in the order they are
+/// written (`Annotated[Any, ModelType["mod::A"]]`, nested in `list[...]` or a union, or as
+/// `plugins.ModelType[...]`): the reference resolves each one, as a string annotation, when it
+/// loads the plugin. A subscript that is not one plain string literal is not a name.
+pub fn model_type_names(annotation: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    let tokens: Vec<Token> = tokenize(annotation, &mut problems).into_iter().flat_map(|line| line.tokens).collect();
+    let mut names = Vec::new();
+    for (at, token) in tokens.iter().enumerate() {
+        if !is_name(Some(token), annotation, "ModelType") || !is_op(tokens.get(at + 1), annotation, "[") {
+            continue;
+        }
+        let Some(close) = matching_close(&tokens, at + 1, annotation) else { continue };
+        if let Some(Ok(name)) = string_value(&tokens[at + 2..close], annotation) {
+            names.push(name);
+        }
+    }
+    names
+}
+
 // ---------------------------------------------------------------------------------------------
 // Tokenizer
 // ---------------------------------------------------------------------------------------------
@@ -1762,6 +1782,25 @@ mod tests {
         ];
         for (path, expected) in cases {
             assert_eq!(namespace_for("mod", path).as_deref(), expected, "{path}");
+        }
+    }
+
+    #[test]
+    fn model_type_names_are_the_plain_string_subscripts_of_model_type() {
+        for (annotation, expected) in [
+            ("Annotated[Any, ModelType[\"mod::A\"]]", &["mod::A"][..]),
+            ("list[Annotated[Any, ModelType['other::A[]']]] | None", &["other::A[]"]),
+            (
+                "Annotated[Any, plugins.ModelType[\"a::B\"]] | Annotated[Any, ModelType[ \"a::\" \"C?\" ]]",
+                &["a::B", "a::C?"],
+            ),
+            ("Annotated[Any, ModelType[NAME]]", &[]),
+            ("Annotated[Any, MyModelType[\"x::Y\"]]", &[]),
+            ("Annotated[Any, ModelType[f\"x::{y}\"]]", &[]),
+            ("Annotated[Any, ModelType[\"x::Y\"", &[]),
+            ("str", &[]),
+        ] {
+            assert_eq!(model_type_names(annotation), expected, "{annotation}");
         }
     }
 }

@@ -352,11 +352,15 @@ impl<'p, 'a> Checker<'p, 'a> {
                 continue;
             }
             let annotations = signature.params.iter().filter_map(|p| p.annotation.as_ref()).chain(&signature.returns);
-            let dsl_annotations = annotations.filter_map(|a| match a {
-                TypeAnnotation::Dsl(text) => Some(text),
-                TypeAnnotation::Python(_) => None,
-            });
-            for text in dsl_annotations {
+            // A Python annotation names model types with `ModelType["..."]`, which the
+            // reference resolves as it does a string annotation.
+            let dsl_annotations: Vec<String> = annotations
+                .flat_map(|a| match a {
+                    TypeAnnotation::Dsl(text) => vec![text.clone()],
+                    TypeAnnotation::Python(text) => crate::python::model_type_names(text),
+                })
+                .collect();
+            for text in &dsl_annotations {
                 // `any`, `expression` and `null` are whole annotations only: `any[]` and
                 // `null?` name types that do not exist.
                 if matches!(text.as_str(), "any" | "expression" | "null") {
