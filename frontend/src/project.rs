@@ -1094,10 +1094,38 @@ impl<'a> Loader<'a> {
 
     /// Reads the plugin signatures and dataclasses of every loaded module and keeps those of
     /// loaded namespaces: the reference registers a plugin only in a namespace it loaded.
+    ///
+    /// A v1 module whose `plugins/` directory is not a package (no `__init__.py`) fails as
+    /// the reference's plugin loading fails, after everything has been parsed, without a place
+    /// in a file.
     fn load_plugins(&mut self, namespaces: &[Namespace<'a>]) {
         let loaded: std::collections::HashSet<&str> = namespaces.iter().map(|n| n.name.as_str()).collect();
         for index in 0..self.modules.len() {
             let module = self.modules[index].clone();
+            if let ModuleOrigin::V1 { dir } = &module.origin {
+                let plugins = dir.join("plugins");
+                if plugins.is_dir() && !plugins.join("__init__.py").is_file() {
+                    // Named as the reference names it: below the project directory, `./`
+                    // and the path from there.
+                    let display = match plugins.strip_prefix(&self.dir) {
+                        Ok(_) => format!("./{}", self.display_path(&plugins)),
+                        Err(_) => plugins.display().to_string(),
+                    };
+                    self.diagnostics.push(
+                        Diagnostic::error(
+                            ErrorKind::InvalidModuleException,
+                            codes::MODULE_INVALID,
+                            format!("Directory {display} should be a valid python package with a __init__.py file"),
+                        )
+                        .with_note(format!(
+                            "the module `{}` has a plugins directory that is not a package",
+                            module.name
+                        ))
+                        .with_help(format!("add an empty {display}/__init__.py, or remove the directory")),
+                    );
+                    continue;
+                }
+            }
             for (rel, text) in self.plugin_sources(&module) {
                 let Some(namespace) = python::namespace_for(&module.name, &rel) else { continue };
                 if !self.python_modules.contains(&namespace) {

@@ -113,6 +113,8 @@ error_kinds! {
     UnexpectedReference: RuntimeException,
     /// A module or namespace cannot be loaded.
     ModuleLoadingException: WrappingRuntimeException,
+    /// A module is malformed: a v1 module's `plugins/` is not a Python package.
+    InvalidModuleException: CompilerException,
     /// A dataclass entity breaks a dataclass rule.
     DataClassException: TypingException,
     DataClassMismatchException: DataClassException,

@@ -82,7 +82,7 @@ pub fn compile_with(dir: &Path, load: &LoadOptions) -> Outcome {
     let reported = diagnostics.iter().find(|d| d.is_error());
     let error = reported.map(|d| {
         let location = d.primary_location();
-        let line = location.map(|l| program.sources.line_col(l).line);
+        let line = location.map(|l| crate::parser::reference_line(d, program.sources.line_col(l).line));
         let file = location.map(|l| program.sources.get(l.file).name.clone());
         (d.kind, line, file)
     });
@@ -131,7 +131,7 @@ pub fn build_and_run(dir: &Path) -> Outcome {
     let error = reported.map(|d| {
         let location = d.primary_location();
         let file = location.and_then(|l| files.get(l.file.0 as usize));
-        let line = location.zip(file).map(|(l, f)| f.line_col(l.span.start).line);
+        let line = location.zip(file).map(|(l, f)| crate::parser::reference_line(d, f.line_col(l.span.start).line));
         let name = file.map(|f| f.display.strip_prefix("./").unwrap_or(&f.display).to_string());
         (d.kind, line, name)
     });

@@ -121,20 +121,23 @@ fn is_compiler_error_kind(kind: &str) -> bool {
     weft_ir::ErrorKind::ALL.iter().any(|k| k.as_str() == kind)
 }
 
-/// What the reference would report for a file on which weft produced `diagnostics`: the first
-/// error in source order decides, as the reference stops at its first error.
+/// The line the reference reports for diagnostic `d`, which weft reports on `line`.
 ///
 /// The reference appends a newline to every file before parsing and reports an unexpected end
 /// of file on the line after the last one, whereas weft points at the end of the file itself;
 /// the line is shifted by one for that diagnostic so that both speak about the same line.
+pub fn reference_line(d: &Diagnostic, line: u32) -> u32 {
+    if d.code == codes::UNEXPECTED_EOF { line + 1 } else { line }
+}
+
+/// What the reference would report for a file on which weft produced `diagnostics`: the first
+/// error in source order decides, as the reference stops at its first error (its line as
+/// [`reference_line`] gives it).
 pub fn weft_outcome(src: &str, diagnostics: &[Diagnostic]) -> RefOutcome {
     let Some(first) = diagnostics.iter().find(|d| d.is_error()) else {
         return RefOutcome::Ok;
     };
     let source = SourceFile::new("<input>", src);
-    let line = first.primary_location().map(|loc| {
-        let line = source.line_col(loc.span.start).line;
-        if first.code == codes::UNEXPECTED_EOF { line + 1 } else { line }
-    });
+    let line = first.primary_location().map(|loc| reference_line(first, source.line_col(loc.span.start).line));
     RefOutcome::Err { line, kind: first.kind.as_str().to_string() }
 }

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 
 use weft_frontend::project::{LoadOptions, load_project};
 use weft_ir::{Diagnostic, ErrorKind};
+use weft_tests::parser::reference_line;
 use weft_tests::{cases_in, corpus};
 
 fn check_fixtures() -> PathBuf {
@@ -52,7 +53,7 @@ fn check_case(case: &Path) -> Outcome {
     match diagnostics.iter().find(|d| d.is_error()) {
         None => Outcome::Ok,
         Some(d) => {
-            let line = d.primary_location().map(|l| program.sources.line_col(l).line);
+            let line = d.primary_location().map(|l| reference_line(d, program.sources.line_col(l).line));
             Outcome::Error { kind: d.kind.as_str().to_string(), line }
         }
     }
@@ -147,7 +148,7 @@ fn every_case_parses_as_the_reference_parses() {
             let mut interner = weft_ir::Interner::new();
             let out = weft_frontend::parse_file(&arena, &text, id, &mut interner);
             if let Some(d) = out.diagnostics.iter().find(|d| d.is_error()) {
-                let line = d.primary_location().map_or(0, |l| sources.line_col(l).line);
+                let line = d.primary_location().map_or(0, |l| reference_line(d, sources.line_col(l).line));
                 let rel = file.strip_prefix(&case).expect("inside the case").to_string_lossy().into_owned();
                 first_error.get_or_insert((rel, d.kind.as_str().to_string(), line));
             }

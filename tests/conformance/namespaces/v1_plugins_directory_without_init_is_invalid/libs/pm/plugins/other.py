@@ -1,0 +1,4 @@
+from inmanta.plugins import plugin
+@plugin
+def f() -> "int":
+    return 1
