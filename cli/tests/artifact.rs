@@ -287,6 +287,22 @@ fn python_plugins_unpacked_for_a_run_are_removed_when_it_ends() {
     }
 }
 
+#[test]
+fn an_artifact_carries_the_packages_its_plugins_import_from_modules_the_model_does_not_load() {
+    // `pa`'s plugin imports `pb`'s package, a module on the module path that main.cf does not
+    // import: the artifact carries it, `weft inspect` lists it, and a run without the sources
+    // imports it.
+    let case = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/conformance/plugins/python_plugin_imports_unloaded_path_module");
+    let scratch = Scratch::new("artifact", "path-packages");
+    copy_tree(&case, &scratch.path("project"));
+    succeeded(&weft(&scratch.0, &["build", "project", "-o", "model.weft"], &[]));
+    std::fs::remove_dir_all(scratch.path("project")).expect("the sources can be removed");
+    let human = succeeded(&weft(&scratch.0, &["inspect", "model.weft"], &[]));
+    assert!(human.contains("plugin packages of modules the model does not load:\n  pb (1 Python files)\n"), "{human}");
+    assert_eq!(succeeded(&weft(&scratch.0, &["run", "model.weft"], &[])), "4 8\n");
+}
+
 /// A project `project/` in `scratch` whose `main.cf` is `main_cf` and whose module `pm` has
 /// the Python plugins `plugins_py`.
 fn python_plugin_project(scratch: &Scratch, plugins_py: &str, main_cf: &str) {
