@@ -371,7 +371,10 @@ impl Modules {
                 self.materialized(name, &embedded.python)?.ok().map(|dir| (name.clone(), dir))
             }
         });
-        let mut packages: Vec<(String, PathBuf)> = modules.chain(path_packages).collect();
+        // Only a name Python can import is linked into the sandbox: a name from a crafted
+        // artifact (`../x`) must not make a link outside it.
+        let mut packages: Vec<(String, PathBuf)> =
+            modules.chain(path_packages).filter(|(name, _)| is_package_name(name)).collect();
         packages.sort_by(|a, b| a.0.cmp(&b.0));
         packages
     }
@@ -632,6 +635,12 @@ fn embed_package(module: &str, dir: &Path) -> Result<EmbeddedPackage, EmbedError
         WalkError::NonUtf8(path) => EmbedError::NonUtf8Path { module: module.to_string(), path },
     })?;
     Ok(EmbeddedPackage { python: python.out })
+}
+
+/// Whether `name` is a package name Python imports: an ASCII identifier.
+fn is_package_name(name: &str) -> bool {
+    name.bytes().next().is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
 /// Whether Python source `text` may import the plugin package `name`: it mentions
@@ -1037,6 +1046,7 @@ mod tests {
         assert_eq!(names, ["direct", "indirect", "loaded", "m"]);
         assert_eq!(from_artifact.embed().unwrap(), embedded);
         assert!(!mentions_plugin_package(b"import inmanta_plugins.directory", "direct"));
+        assert!(is_package_name("_a1") && !is_package_name("../x") && !is_package_name("1a") && !is_package_name(""));
         assert!(mentions_plugin_package(b"from inmanta_plugins import (a,\n direct)", "direct"));
     }
 
