@@ -363,9 +363,16 @@ impl RuntimeHost {
         }
         let call = python::PluginCall { packages, module: &module, function: &signature.name, args, kwargs, context };
         let output = python::Output { prints: &mut self.prints, errors: &mut self.plugin_messages };
-        let called = python::call(self.modules.sandboxes(), &mut self.python, call, output, &mut |inst, name| {
-            attribute_reply(machine, inst, name)
-        });
+        let namespace = caller_namespace(machine, scope);
+        let called =
+            python::call(self.modules.sandboxes(), &mut self.python, call, output, &mut |request| match request {
+                python::Request::Attribute { instance, name } => {
+                    python::Reply::Attribute(attribute_reply(machine, instance, name))
+                }
+                python::Request::ModuleFile { module_dir, path } => python::Reply::ModuleFile(
+                    plugins::module_file_content(modules, namespace.as_deref(), module_dir, path),
+                ),
+            });
         let outcome = match called {
             Err(python::BridgeError::Unencodable(text)) => return Err(PythonFailure::Unencodable(text)),
             Ok(v) => Ok(v),

@@ -11,7 +11,7 @@
 //! `inmanta.module`'s `Project`, and placeholders for every other name of inmanta-core's
 //! modules (resources, handlers, the exporter), which a plugin package defines next to its
 //! plugins and so must import, though a compile never runs them; `std`'s plugin package is a
-//! stand-in too (`is_unknown`). It then answers calls, one JSON line per
+//! stand-in too (`is_unknown`, `get_file_content`). It then answers calls, one JSON line per
 //! request and one per response. Instances of `std::Dataclass` entities are passed as their Python
 //! dataclass, built from the instance's attributes, as the reference does; other instances as
 //! read-only proxies whose attribute reads are questions back to the evaluator during the
@@ -47,7 +47,7 @@ use weft_ir::value::Value;
 /// is the sandbox directory, which holds the `inmanta_plugins` package to import from.
 const DRIVER: &str = r#"
 import dataclasses, datetime, enum, importlib, importlib.abc, importlib.machinery, importlib.util
-import io, json, os, sys, types, typing, uuid
+import builtins, io, json, os, sys, types, typing, uuid
 from collections.abc import Mapping
 
 # The plugins by Python module and the name the model calls them by, which
@@ -344,6 +344,7 @@ STAND_INS = {
     "inmanta_plugins.std": lambda: {
         "is_unknown": lambda value: isinstance(value, Unknown),
         "JinjaDynamicProxy": JinjaDynamicProxy,
+        "get_file_content": get_file_content,
     },
 }
 
@@ -445,6 +446,24 @@ class Project:
         return cls._project
 
 PROJECT_DIR = os.getcwd()
+
+def get_file_content(ctx, module_dir, path):
+    """std's `get_file_content`: the text of a module's file, which the evaluator reads (from
+    the module's directory or from an artifact) as `std::source` does; the calling statement's
+    module resolves `./` paths."""
+    responses.write(json.dumps({"module_file": str(module_dir), "path": str(path)}) + "\n")
+    responses.flush()
+    reply = json.loads(requests.readline())
+    if "ok" in reply:
+        return reply["ok"]
+    name, message = reply["exception"], reply["message"]
+    builtin = getattr(builtins, name, None)
+    try:
+        error = builtin(message) if isinstance(builtin, type) and issubclass(builtin, Exception) else None
+    except TypeError:
+        # A class that takes more than a message (`UnicodeDecodeError`): its name is kept.
+        error = None
+    raise error if error is not None else type(name, (Exception,), {})(message)
 
 class JinjaDynamicProxy:
     """std's wrapper of a value for a template; weft's proxies read as the values already."""
@@ -805,6 +824,23 @@ pub enum AttributeReply {
     },
 }
 
+/// What a running plugin asks of the evaluator, in the middle of its call.
+pub enum Request<'a> {
+    /// An attribute of an instance proxy; answered with an [`AttributeReply`].
+    Attribute { instance: u32, name: &'a str },
+    /// The text of a module's file, through std's `get_file_content(ctx, module_dir, path)`
+    /// (see `plugins::std_plugins::file_content`): from the module's directory or from an
+    /// artifact, as `std::source` reads it.
+    ModuleFile { module_dir: &'a str, path: &'a str },
+}
+
+/// The evaluator's answer to a [`Request`].
+pub enum Reply {
+    Attribute(AttributeReply),
+    /// The file's text, or the Python exception the plugin sees: its class and message.
+    ModuleFile(Result<String, (String, String)>),
+}
+
 /// Where what plugins write goes: the lines of their `sys.stdout` join the evaluation's prints,
 /// as in the reference; those of their `sys.stderr` (messages, `warnings`, `logging`'s
 /// default) are the evaluation's plugin messages, which `weft` shows on its error stream.
@@ -865,7 +901,7 @@ pub fn call(
     servers: &mut Servers,
     call: PluginCall<'_>,
     output: Output<'_>,
-    attributes: &mut dyn FnMut(u32, &str) -> AttributeReply,
+    requests: &mut dyn FnMut(Request<'_>) -> Reply,
 ) -> Result<Returned, BridgeError> {
     let PluginCall { packages, module, function, args, kwargs, context } = call;
     let mut sandboxes = sandboxes.lock();
@@ -880,7 +916,7 @@ pub fn call(
             json!({"position": c.position, "data_dir": c.data_dir.to_string_lossy(), "namespace": c.namespace})
         }),
     });
-    let response = servers.exchange(&sandbox.dir, scrub, &request, attributes)?;
+    let response = servers.exchange(&sandbox.dir, scrub, &request, requests)?;
     let lines = |key: &str| {
         let text = response.get(key).and_then(Json::as_str).filter(|text| !text.is_empty())?;
         // `print` ends its text with a newline, which the lines leave implicit.
@@ -979,7 +1015,7 @@ impl Server {
 
     /// Sends one request and reads its response. `None` when the server is gone: it exited or
     /// died during the call.
-    fn exchange(&mut self, request: &Json, attributes: &mut dyn FnMut(u32, &str) -> AttributeReply) -> Option<Json> {
+    fn exchange(&mut self, request: &Json, requests: &mut dyn FnMut(Request<'_>) -> Reply) -> Option<Json> {
         let _shared = self.share_processor();
         // The log keeps what one call wrote: the message if the server dies in it.
         let _ = self.errors.set_len(0);
@@ -995,18 +1031,24 @@ impl Server {
             let message: Json = serde_json::from_str(&line).unwrap_or_else(
                 |e| json!({"error": "weft", "message": format!("unreadable response of the Python bridge: {e}")}),
             );
-            // The plugin reads an attribute of an instance proxy: the evaluator answers, and
-            // the call goes on.
-            let (Some(instance), Some(name)) =
-                (message.get("getattr").and_then(Json::as_u64), message.get("name").and_then(Json::as_str))
-            else {
-                return Some(message);
-            };
-            let reply = match attributes(instance as u32, name) {
-                AttributeReply::Value(value) => json!({"ok": to_json(&value)}),
-                AttributeReply::Unset(cell) => json!({"unset": cell}),
-                AttributeReply::NotFound(message) => json!({"not_found": message}),
-                AttributeReply::Error { kind, message } => json!({"error": kind, "message": message}),
+            // The plugin asks the evaluator something (an attribute of an instance proxy, a
+            // module's file): the evaluator answers, and the call goes on.
+            let text = |key: &str| message.get(key).and_then(Json::as_str);
+            let request =
+                if let (Some(instance), Some(name)) = (message.get("getattr").and_then(Json::as_u64), text("name")) {
+                    Request::Attribute { instance: instance as u32, name }
+                } else if let (Some(module_dir), Some(path)) = (text("module_file"), text("path")) {
+                    Request::ModuleFile { module_dir, path }
+                } else {
+                    return Some(message);
+                };
+            let reply = match requests(request) {
+                Reply::Attribute(AttributeReply::Value(value)) => json!({"ok": to_json(&value)}),
+                Reply::Attribute(AttributeReply::Unset(cell)) => json!({"unset": cell}),
+                Reply::Attribute(AttributeReply::NotFound(message)) => json!({"not_found": message}),
+                Reply::Attribute(AttributeReply::Error { kind, message }) => json!({"error": kind, "message": message}),
+                Reply::ModuleFile(Ok(text)) => json!({"ok": text}),
+                Reply::ModuleFile(Err((class, message))) => json!({"exception": class, "message": message}),
             };
             self.send(&reply)?;
         }
@@ -1225,7 +1267,7 @@ impl Servers {
         sandbox: &Path,
         scrub: &Scrub,
         request: &Json,
-        attributes: &mut dyn FnMut(u32, &str) -> AttributeReply,
+        requests: &mut dyn FnMut(Request<'_>) -> Reply,
     ) -> Result<Json, BridgeError> {
         let server = match self.running.entry(sandbox.to_path_buf()) {
             std::collections::btree_map::Entry::Occupied(entry) => entry.into_mut(),
@@ -1233,7 +1275,7 @@ impl Servers {
                 entry.insert(Server::start(&self.interpreter, self.working_dir.as_deref(), sandbox)?)
             }
         };
-        if let Some(response) = server.exchange(request, attributes) {
+        if let Some(response) = server.exchange(request, requests) {
             return Ok(response);
         }
         // The server died (the plugin ended the interpreter, or Python could not start); the
@@ -1480,7 +1522,7 @@ mod tests {
                     context: None,
                 },
                 Output { prints: &mut Vec::new(), errors: &mut Vec::new() },
-                &mut |_, _| AttributeReply::NotFound(String::new()),
+                &mut |_| Reply::Attribute(AttributeReply::NotFound(String::new())),
             )
         };
         let where_message = |modules: &Modules| match run(modules, "where", Vec::new()) {
@@ -1530,7 +1572,9 @@ mod tests {
                 context: None,
             };
             let output = Output { prints: &mut Vec::new(), errors: &mut Vec::new() };
-            call(&sandboxes, &mut servers, call_of, output, &mut |_, _| AttributeReply::NotFound(String::new()))
+            call(&sandboxes, &mut servers, call_of, output, &mut |_| {
+                Reply::Attribute(AttributeReply::NotFound(String::new()))
+            })
         };
         let root_text = std::fs::canonicalize(&root).unwrap().to_string_lossy().into_owned();
         match run("where") {
@@ -1585,7 +1629,9 @@ mod tests {
                 context: None,
             };
             let output = Output { prints, errors };
-            call(&sandboxes, &mut servers, call_of, output, &mut |_, _| AttributeReply::NotFound(String::new()))
+            call(&sandboxes, &mut servers, call_of, output, &mut |_| {
+                Reply::Attribute(AttributeReply::NotFound(String::new()))
+            })
         };
         assert!(matches!(run("count", &mut prints, &mut errors), Ok(Returned { value: Value::Int(1), .. })));
         assert!(matches!(run("count", &mut prints, &mut errors), Ok(Returned { value: Value::Int(2), .. })));

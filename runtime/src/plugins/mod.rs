@@ -350,6 +350,22 @@ pub fn call_prepared(
 
 /// Whether a plugin with this qualified name (`std::print`) has a native implementation in
 /// the builtin registry.
+/// std's `get_file_content(ctx, module_dir, path)` for a Python plugin called from
+/// `namespace`: the file's text, or the class and message of the Python exception the plugin
+/// sees (see `std_plugins::file_content`).
+pub(crate) fn module_file_content(
+    modules: &Modules,
+    namespace: Option<&str>,
+    module_dir: &str,
+    path: &str,
+) -> Result<String, (String, String)> {
+    std_plugins::file_content(modules, namespace, module_dir, path).map_err(|flow| match flow {
+        Flow::Error(PluginError::External { class, message }) => (class, message),
+        Flow::Error(e) => ("Exception".to_string(), e.message()),
+        Flow::Unknown => ("Exception".to_string(), "the value is unknown".to_string()),
+    })
+}
+
 pub fn has_native(qualified_name: &str) -> bool {
     PluginRegistry::builtin().plugin(qualified_name).is_some()
 }

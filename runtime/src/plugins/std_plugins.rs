@@ -1095,12 +1095,17 @@ fn default_or_unknown(default: &Value) -> Value {
 
 /// `_extend_path`: a path that starts with `./` is in the module of the calling statement.
 pub(crate) fn extend_path(path: &str, host: &dyn PluginHost) -> Result<String, Flow> {
+    extend_path_from(path, host.caller_namespace().as_deref(), host.modules())
+}
+
+/// [`extend_path`] for a call from `namespace` (`None`: a call without one).
+fn extend_path_from(path: &str, namespace: Option<&str>, modules: &Modules) -> Result<String, Flow> {
     let Some(rest) = path.strip_prefix("./") else { return Ok(path.to_string()) };
-    let Some(namespace) = host.caller_namespace() else {
+    let Some(namespace) = namespace else {
         return Err(exception(format!("Unable to determine current module for path {path}")));
     };
     let module = namespace.split("::").next().unwrap_or_default();
-    if module == "std" || host.modules().names().any(|m| m == module) {
+    if module == "std" || modules.names().any(|m| m == module) {
         Ok(format!("{module}/{rest}"))
     } else {
         Err(exception(format!("Unable to determine current module for path {path}, called from {namespace}")))
@@ -1116,14 +1121,29 @@ pub(crate) fn module_path<'m>(path: &str, kind: &str, modules: &'m Modules) -> R
 }
 
 fn source(ctx: &mut Ctx) -> NativeResult {
-    let path = extend_path(ctx.str_arg("path")?, ctx.host)?;
+    let path = ctx.str_arg("path")?.to_string();
+    let namespace = ctx.host.caller_namespace();
     let modules = ctx.host.modules().clone();
-    let file = module_path(&path, "files", &modules)?;
+    Ok(Value::str(&file_content(&modules, namespace.as_deref(), "files", &path)?))
+}
+
+/// std's `get_file_content(ctx, module_dir, path)`: the text of the file `path` (`mod/rest`,
+/// or `./rest` in the module of `namespace`, the calling statement's) in the module's
+/// `module_dir` directory (`files`, `templates`). `std::source` reads so, and so do Python
+/// plugins that call the function of std's package.
+pub(crate) fn file_content(
+    modules: &Modules,
+    namespace: Option<&str>,
+    module_dir: &str,
+    path: &str,
+) -> Result<String, Flow> {
+    let path = extend_path_from(path, namespace, modules)?;
+    let file = module_path(&path, module_dir, modules)?;
     if !file.is_file() {
         return Err(exception(format!("{path} isn't a valid file ({})", file.display())));
     }
     match file.read_text() {
-        Ok(text) => Ok(Value::str(&text)),
+        Ok(text) => Ok(text),
         Err(e) if e.kind() == std::io::ErrorKind::InvalidData => Err(Flow::Error(PluginError::external(
             "UnicodeDecodeError",
             format!("'utf-8' codec can't decode {}", file.display()),
