@@ -316,6 +316,35 @@ fn python_plugin_project(scratch: &Scratch, plugins_py: &str, main_cf: &str) {
 }
 
 #[test]
+fn python_plugins_ask_std_for_facts_of_the_host_running_the_artifact() {
+    // `inmanta_plugins.std.getfact` from a plugin answers as `std::getfact` does: from the
+    // host's `--facts` file, else the default or an unknown value once an environment is
+    // configured (the reference's compile without a reachable orchestrator answers so too).
+    let scratch = Scratch::new("artifact", "python-getfact");
+    python_plugin_project(
+        &scratch,
+        "import inmanta_plugins.std\nfrom inmanta.plugins import Context, plugin\n\n@plugin\ndef fact(ctx: Context, \
+         resource: \"any\", name: \"string\") -> \"any\":\n    return inmanta_plugins.std.getfact(ctx, resource, name)\n\n\
+         @plugin\ndef fact_or(ctx: Context, resource: \"any\", name: \"string\") -> \"string\":\n    return \
+         str(inmanta_plugins.std.getfact(ctx, resource, name, default_value=\"dflt\"))\n",
+        "import pm\nimport std::testing\nr = std::testing::NullResource(name=\"r1\")\nstd::print(pm::fact_or(r, \
+         \"ip\"))\nstd::print(std::is_unknown(pm::fact(r, \"ip\")))\n",
+    );
+    succeeded(&weft(&scratch.0, &["build", "project", "-o", "model.weft"], &[]));
+    std::fs::write(
+        scratch.path("facts.json"),
+        r#"{"std::testing::NullResource[internal,name=r1]": {"ip": "10.0.0.9"}}"#,
+    )
+    .expect("writable");
+    let environment = [("INMANTA_CONFIG_ENVIRONMENT", "6d2c7e4e-1b1f-4f0e-9d55-3b3c6b3b1a11")];
+    assert_eq!(
+        succeeded(&weft(&scratch.0, &["run", "model.weft", "--facts", "facts.json"], &environment)),
+        "10.0.0.9\nFalse\n"
+    );
+    assert_eq!(succeeded(&weft(&scratch.0, &["run", "model.weft"], &environment)), "dflt\nTrue\n");
+}
+
+#[test]
 fn python_plugins_run_with_the_python_environments_interpreter() {
     // The environment's `bin/python3` marks the plugins it runs; `python3` from `PATH` does not.
     let scratch = Scratch::new("artifact", "python-interpreter");

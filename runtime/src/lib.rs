@@ -223,12 +223,12 @@ impl Host for RuntimeHost {
         if signature.namespace != "std" && !prepared.is_native() {
             // The reference checks the arguments of a module's plugin against their
             // annotations before it calls the Python function.
-            let mut adapter = Adapter { machine: &mut *machine, scope, host: &mut *self };
+            let mut adapter = self.adapter(&mut *machine, scope);
             plugins::check_arguments(signature, &prepared, &args, &kwargs, &mut adapter)
                 .map_err(|e| plugin_failure(name, e))?;
             let returned = match self.call_python(machine, scope, signature, args, kwargs) {
                 Err(PythonFailure::Unencodable(text)) => {
-                    let mut adapter = Adapter { machine: &mut *machine, scope, host: &mut *self };
+                    let mut adapter = self.adapter(&mut *machine, scope);
                     return Err(plugin_failure(name, plugins::unencodable_return(&prepared, &text, &mut adapter)));
                 }
                 Err(PythonFailure::Failure(failure)) => return Err(failure),
@@ -241,12 +241,12 @@ impl Host for RuntimeHost {
                 )));
             }
             // The reference checks the returned value against the return annotation.
-            let mut adapter = Adapter { machine: &mut *machine, scope, host: &mut *self };
+            let mut adapter = self.adapter(&mut *machine, scope);
             plugins::check_python_return(&prepared, &returned.value, returned.is_tuple, &mut adapter)
                 .map_err(|e| plugin_failure(name, e))?;
             return Ok(returned.value);
         }
-        let mut adapter = Adapter { machine, scope, host: self };
+        let mut adapter = self.adapter(machine, scope);
         plugins::call_prepared(signature, &prepared, args, kwargs, &mut adapter).map_err(|e| plugin_failure(name, e))
     }
 
@@ -305,7 +305,19 @@ fn plugin_failure(name: &str, e: plugins::PluginError) -> PluginFailure {
 impl RuntimeHost {
     /// Where plugins keep data across compiles (see [`plugins::PluginHost::data_dir`]).
     fn data_dir(&self) -> std::path::PathBuf {
-        self.data_dir.clone().unwrap_or_else(|| std::path::PathBuf::from("data"))
+        data_dir_or_default(&self.data_dir)
+    }
+
+    /// What a plugin called from `scope` sees of the evaluation.
+    fn adapter<'m>(&'m mut self, machine: &'m mut Machine, scope: ScopeId) -> Adapter<'m> {
+        Adapter {
+            machine,
+            scope,
+            prints: &mut self.prints,
+            modules: &self.modules,
+            facts: self.facts.as_ref(),
+            data_dir: &self.data_dir,
+        }
     }
 
     /// The plugin's [`plugins::Prepared`], made at its first call. The adapter's registry,
@@ -364,6 +376,7 @@ impl RuntimeHost {
         let call = python::PluginCall { packages, module: &module, function: &signature.name, args, kwargs, context };
         let output = python::Output { prints: &mut self.prints, errors: &mut self.plugin_messages };
         let namespace = caller_namespace(machine, scope);
+        let (facts, data_dir) = (self.facts.as_ref(), &self.data_dir);
         let called =
             python::call(self.modules.sandboxes(), &mut self.python, call, output, &mut |request| match request {
                 python::Request::Attribute { instance, name } => {
@@ -372,6 +385,13 @@ impl RuntimeHost {
                 python::Request::ModuleFile { module_dir, path } => python::Reply::ModuleFile(
                     plugins::module_file_content(modules, namespace.as_deref(), module_dir, path),
                 ),
+                python::Request::StdCall { function, args, kwargs } => {
+                    // What the function prints is dropped: std's functions that Python can
+                    // call print nothing.
+                    let mut prints = Vec::new();
+                    let mut adapter = Adapter { machine, scope, prints: &mut prints, modules, facts, data_dir };
+                    python::Reply::StdCall(std_call(&mut adapter, function, args, kwargs))
+                }
             });
         let outcome = match called {
             Err(python::BridgeError::Unencodable(text)) => return Err(PythonFailure::Unencodable(text)),
@@ -421,6 +441,33 @@ impl From<PluginFailure> for PythonFailure {
     fn from(failure: PluginFailure) -> PythonFailure {
         PythonFailure::Failure(failure)
     }
+}
+
+/// A Python plugin's call of a function of std's package that weft implements natively
+/// (`inmanta_plugins.std.getfact`): run as std's plugin of that name, whose code the
+/// reference's function shares.
+fn std_call(
+    adapter: &mut Adapter<'_>,
+    function: &str,
+    args: Vec<Value>,
+    kwargs: Vec<(String, Value)>,
+) -> Result<Value, python::StdCallError> {
+    let program = adapter.machine.program().clone();
+    let Some(signature) = program.plugins.iter().find(|p| p.namespace == "std" && p.name == function) else {
+        return Err(python::StdCallError::Exception {
+            class: "NotImplementedError".to_string(),
+            message: format!("inmanta_plugins.std.{function} is not available in weft's Python bridge"),
+        });
+    };
+    let prepared = plugins::Prepared::new(signature, plugins::PluginRegistry::builtin());
+    plugins::call_prepared(signature, &prepared, args, kwargs, adapter).map_err(|e| match e {
+        plugins::PluginError::Unset(cell) => python::StdCallError::Unset(cell),
+        plugins::PluginError::External { class, message } => python::StdCallError::Exception { class, message },
+        plugins::PluginError::Wrapped { kind, message } => {
+            python::StdCallError::Compiler { kind: kind.as_str().to_string(), message }
+        }
+        e => python::StdCallError::Compiler { kind: e.kind().as_str().to_string(), message: e.message() },
+    })
 }
 
 /// Converts a value for the Python bridge: instances of `std::Dataclass` entities become
@@ -515,17 +562,28 @@ fn instances_exist(v: &Value, count: usize) -> bool {
     !v.any_nested(&|v| matches!(v, Value::Instance(id) if *id as usize >= count))
 }
 
-/// What a plugin sees of the evaluation.
+/// The directory `Context.get_data_dir` is under: the configured one, or `data` in the
+/// working directory.
+fn data_dir_or_default(configured: &Option<std::path::PathBuf>) -> std::path::PathBuf {
+    configured.clone().unwrap_or_else(|| std::path::PathBuf::from("data"))
+}
+
+/// What a plugin sees of the evaluation: the machine, and the parts of the host it reads, so
+/// that one can be made while other parts are in use (a Python plugin's call of std).
 struct Adapter<'m> {
     machine: &'m mut Machine,
     scope: ScopeId,
-    host: &'m mut RuntimeHost,
+    /// Where the plugin's `std::print` lines go.
+    prints: &'m mut Vec<String>,
+    modules: &'m modules::Modules,
+    facts: Option<&'m plugins::Facts>,
+    data_dir: &'m Option<std::path::PathBuf>,
 }
 
 impl plugins::PluginHost for Adapter<'_> {
     fn print(&mut self, text: &str) {
         for line in text.split('\n') {
-            self.host.prints.push(line.to_string());
+            self.prints.push(line.to_string());
         }
     }
 
@@ -563,11 +621,11 @@ impl plugins::PluginHost for Adapter<'_> {
     }
 
     fn modules(&self) -> &modules::Modules {
-        &self.host.modules
+        self.modules
     }
 
     fn facts(&self) -> Option<&plugins::Facts> {
-        self.host.facts.as_ref()
+        self.facts
     }
 
     fn caller_namespace(&self) -> Option<String> {
@@ -590,7 +648,7 @@ impl plugins::PluginHost for Adapter<'_> {
     }
 
     fn data_dir(&self) -> std::path::PathBuf {
-        self.host.data_dir()
+        data_dir_or_default(self.data_dir)
     }
 }
 

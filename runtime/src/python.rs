@@ -11,7 +11,7 @@
 //! `inmanta.module`'s `Project`, and placeholders for every other name of inmanta-core's
 //! modules (resources, handlers, the exporter), which a plugin package defines next to its
 //! plugins and so must import, though a compile never runs them; `std`'s plugin package is a
-//! stand-in too (`is_unknown`, `get_file_content`). It then answers calls, one JSON line per
+//! stand-in too (`is_unknown`; `get_file_content` and `getfact`, which ask the evaluator). It then answers calls, one JSON line per
 //! request and one per response. Instances of `std::Dataclass` entities are passed as their Python
 //! dataclass, built from the instance's attributes, as the reference does; other instances as
 //! read-only proxies whose attribute reads are questions back to the evaluator during the
@@ -345,6 +345,9 @@ STAND_INS = {
         "is_unknown": lambda value: isinstance(value, Unknown),
         "JinjaDynamicProxy": JinjaDynamicProxy,
         "get_file_content": get_file_content,
+        "getfact": lambda context, resource, fact_name, default_value=None: call_std(
+            "getfact", resource, fact_name, default_value=default_value, source=resource
+        ),
     },
 }
 
@@ -456,7 +459,10 @@ def get_file_content(ctx, module_dir, path):
     reply = json.loads(requests.readline())
     if "ok" in reply:
         return reply["ok"]
-    name, message = reply["exception"], reply["message"]
+    raise_exception(reply["exception"], reply["message"])
+
+def raise_exception(name, message):
+    """Raises the Python exception of class `name` (a builtin's, or one of that name)."""
     builtin = getattr(builtins, name, None)
     try:
         error = builtin(message) if isinstance(builtin, type) and issubclass(builtin, Exception) else None
@@ -464,6 +470,23 @@ def get_file_content(ctx, module_dir, path):
         # A class that takes more than a message (`UnicodeDecodeError`): its name is kept.
         error = None
     raise error if error is not None else type(name, (Exception,), {})(message)
+
+def call_std(function, *args, source=None, **kwargs):
+    """A function of std's package that weft implements natively, run by the evaluator as
+    its plugin of that name runs; what it does not know is `Unknown(source)`."""
+    message = {"std_call": function, "args": [encode(a) for a in args], "kwargs": {k: encode(v) for k, v in kwargs.items()}}
+    responses.write(json.dumps(message) + "\n")
+    responses.flush()
+    reply = json.loads(requests.readline())
+    if "ok" in reply:
+        return view(decode(reply["ok"]))
+    if "unknown" in reply:
+        return Unknown(source=source)
+    if "unset" in reply:
+        raise UnsetException(reply["unset"])
+    if "error" in reply:
+        raise compiler_error(reply["error"], reply["message"])
+    raise_exception(reply["exception"], reply["message"])
 
 class JinjaDynamicProxy:
     """std's wrapper of a value for a template; weft's proxies read as the values already."""
@@ -832,6 +855,9 @@ pub enum Request<'a> {
     /// (see `plugins::std_plugins::file_content`): from the module's directory or from an
     /// artifact, as `std::source` reads it.
     ModuleFile { module_dir: &'a str, path: &'a str },
+    /// A function of std's package that weft implements natively (`getfact`), called with
+    /// these arguments: answered as the plugin of that name answers.
+    StdCall { function: &'a str, args: Vec<Value>, kwargs: Vec<(String, Value)> },
 }
 
 /// The evaluator's answer to a [`Request`].
@@ -839,6 +865,18 @@ pub enum Reply {
     Attribute(AttributeReply),
     /// The file's text, or the Python exception the plugin sees: its class and message.
     ModuleFile(Result<String, (String, String)>),
+    /// The function's value (`Value::Unknown` for what is not known), or why it failed.
+    StdCall(Result<Value, StdCallError>),
+}
+
+/// Why a [`Request::StdCall`] failed.
+pub enum StdCallError {
+    /// An attribute the function read has no value yet (its cell).
+    Unset(u32),
+    /// An error of the evaluator: its kind and message.
+    Compiler { kind: String, message: String },
+    /// A Python exception: its class and message.
+    Exception { class: String, message: String },
 }
 
 /// Where what plugins write goes: the lines of their `sys.stdout` join the evaluation's prints,
@@ -1034,14 +1072,23 @@ impl Server {
             // The plugin asks the evaluator something (an attribute of an instance proxy, a
             // module's file): the evaluator answers, and the call goes on.
             let text = |key: &str| message.get(key).and_then(Json::as_str);
-            let request =
-                if let (Some(instance), Some(name)) = (message.get("getattr").and_then(Json::as_u64), text("name")) {
-                    Request::Attribute { instance: instance as u32, name }
-                } else if let (Some(module_dir), Some(path)) = (text("module_file"), text("path")) {
-                    Request::ModuleFile { module_dir, path }
-                } else {
-                    return Some(message);
-                };
+            let request = if let (Some(instance), Some(name)) =
+                (message.get("getattr").and_then(Json::as_u64), text("name"))
+            {
+                Request::Attribute { instance: instance as u32, name }
+            } else if let (Some(module_dir), Some(path)) = (text("module_file"), text("path")) {
+                Request::ModuleFile { module_dir, path }
+            } else if let Some(function) = text("std_call") {
+                let args = message.get("args").and_then(Json::as_array);
+                let kwargs = message.get("kwargs").and_then(Json::as_object);
+                Request::StdCall {
+                    function,
+                    args: args.map_or(Vec::new(), |a| a.iter().map(from_json).collect()),
+                    kwargs: kwargs.map_or(Vec::new(), |k| k.iter().map(|(k, v)| (k.clone(), from_json(v))).collect()),
+                }
+            } else {
+                return Some(message);
+            };
             let reply = match requests(request) {
                 Reply::Attribute(AttributeReply::Value(value)) => json!({"ok": to_json(&value)}),
                 Reply::Attribute(AttributeReply::Unset(cell)) => json!({"unset": cell}),
@@ -1049,6 +1096,15 @@ impl Server {
                 Reply::Attribute(AttributeReply::Error { kind, message }) => json!({"error": kind, "message": message}),
                 Reply::ModuleFile(Ok(text)) => json!({"ok": text}),
                 Reply::ModuleFile(Err((class, message))) => json!({"exception": class, "message": message}),
+                Reply::StdCall(Ok(Value::Unknown)) => json!({"unknown": true}),
+                Reply::StdCall(Ok(value)) => json!({"ok": plain_to_json(&value)}),
+                Reply::StdCall(Err(StdCallError::Unset(cell))) => json!({"unset": cell}),
+                Reply::StdCall(Err(StdCallError::Compiler { kind, message })) => {
+                    json!({"error": kind, "message": message})
+                }
+                Reply::StdCall(Err(StdCallError::Exception { class, message })) => {
+                    json!({"exception": class, "message": message})
+                }
             };
             self.send(&reply)?;
         }

@@ -348,8 +348,6 @@ pub fn call_prepared(
     Ok(result)
 }
 
-/// Whether a plugin with this qualified name (`std::print`) has a native implementation in
-/// the builtin registry.
 /// std's `get_file_content(ctx, module_dir, path)` for a Python plugin called from
 /// `namespace`: the file's text, or the class and message of the Python exception the plugin
 /// sees (see `std_plugins::file_content`).
@@ -366,6 +364,8 @@ pub(crate) fn module_file_content(
     })
 }
 
+/// Whether a plugin with this qualified name (`std::print`) has a native implementation in
+/// the builtin registry.
 pub fn has_native(qualified_name: &str) -> bool {
     PluginRegistry::builtin().plugin(qualified_name).is_some()
 }
