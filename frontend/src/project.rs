@@ -279,6 +279,7 @@ fn load<'a>(
         parse_ahead,
         parsed_ahead: 0,
         site_packages: options.python_env.as_deref().map(site_packages_dirs).unwrap_or_default(),
+        first_imports: HashMap::new(),
         plugins: Vec::new(),
         dataclasses: Vec::new(),
         python_modules: Vec::new(),
@@ -355,6 +356,9 @@ struct Loader<'a> {
     /// How many files were parsed ahead.
     parsed_ahead: usize,
     site_packages: Vec<PathBuf>,
+    /// Where each module was first imported, by module name: where a problem of the module as
+    /// a whole (not of one of its files) is reported.
+    first_imports: HashMap<String, Location>,
     plugins: Vec<PluginSignature>,
     dataclasses: Vec<PythonDataclass>,
     python_modules: Vec<String>,
@@ -834,6 +838,9 @@ impl<'a> Loader<'a> {
             self.module_not_found(&import, &module_name);
             return;
         };
+        if let Some(at) = import.at {
+            self.first_imports.entry(module_name.clone()).or_insert(at);
+        }
         for depth in 1..=parts.len() {
             let sub = parts[..depth].join("::");
             if work.done.get(&module_name).is_some_and(|d| d.contains(&sub)) {
@@ -1111,18 +1118,18 @@ impl<'a> Loader<'a> {
                         Ok(_) => format!("./{}", self.display_path(&plugins)),
                         Err(_) => plugins.display().to_string(),
                     };
-                    self.diagnostics.push(
-                        Diagnostic::error(
-                            ErrorKind::InvalidModuleException,
-                            codes::MODULE_INVALID,
-                            format!("Directory {display} should be a valid python package with a __init__.py file"),
-                        )
-                        .with_note(format!(
-                            "the module `{}` has a plugins directory that is not a package",
-                            module.name
-                        ))
-                        .with_help(format!("add an empty {display}/__init__.py, or remove the directory")),
+                    let mut d = Diagnostic::error(
+                        ErrorKind::InvalidModuleException,
+                        codes::MODULE_INVALID,
+                        format!("Directory {display} should be a valid python package with a __init__.py file"),
                     );
+                    // The reference names no place; the import that loaded the module is
+                    // where the user can act.
+                    if let Some(&at) = self.first_imports.get(&module.name) {
+                        d = d.at(at, format!("`{}` has a plugins directory without __init__.py", module.name));
+                    }
+                    self.diagnostics
+                        .push(d.with_help(format!("add an empty {display}/__init__.py, or remove the directory")));
                     continue;
                 }
             }
