@@ -385,6 +385,20 @@ impl RuntimeHost {
                 python::Request::ModuleFile { module_dir, path } => python::Reply::ModuleFile(
                     plugins::module_file_content(modules, namespace.as_deref(), module_dir, path),
                 ),
+                python::Request::EntityOf { instance } => python::Reply::Entity(
+                    machine
+                        .instances
+                        .get(instance as usize)
+                        .map(|i| serde_json::Value::String(machine.program().entity(i.entity).name.clone()))
+                        .ok_or_else(|| format!("no instance {instance} in this evaluation")),
+                ),
+                python::Request::Entity { name } => python::Reply::Entity(
+                    machine
+                        .program()
+                        .entity_by_name(name)
+                        .map(|entity| entity_description(machine.program(), entity))
+                        .ok_or_else(|| format!("could not find type {name}")),
+                ),
                 python::Request::StdCall { function, args, kwargs } => {
                     // What the function prints is dropped: std's functions that Python can
                     // call print nothing.
@@ -441,6 +455,46 @@ impl From<PluginFailure> for PythonFailure {
     fn from(failure: PluginFailure) -> PythonFailure {
         PythonFailure::Failure(failure)
     }
+}
+
+/// What a Python plugin reads of an entity type (the driver's `inmanta.ast.entity.Entity`):
+/// its full name, its direct parents, its own attributes in definition order with their arity
+/// and, for a relation end, its target and other end, and its indices (its own and those it
+/// inherits, as attribute lists). The driver walks the parents as the reference does.
+fn entity_description(program: &weft_ir::program::Program, id: weft_ir::program::EntityId) -> serde_json::Value {
+    use weft_ir::program::AttributeKind;
+    let entity = program.entity(id);
+    let attributes: Vec<serde_json::Value> = entity
+        .attributes
+        .iter()
+        .map(|&attr| {
+            let attribute = program.attribute(attr);
+            let (name, owner) = (program.name(attribute.name), &entity.name);
+            match attribute.kind {
+                AttributeKind::Value(ty) => serde_json::json!({
+                    "name": name, "owner": owner, "relation": false, "optional": ty.nullable, "multi": ty.list,
+                }),
+                AttributeKind::Relation(end) => serde_json::json!({
+                    "name": name, "owner": owner, "relation": true,
+                    "optional": end.lower == 0, "multi": end.is_multi(),
+                    "low": end.lower, "high": end.upper,
+                    "target": program.entity(end.target).name,
+                    "end": end.inverse.map(|inverse| {
+                        let inverse = program.attribute(inverse);
+                        [program.entity(inverse.entity).name.clone(), program.name(inverse.name).to_string()]
+                    }),
+                }),
+            }
+        })
+        .collect();
+    let indices: Vec<Vec<&str>> =
+        entity.indexes.iter().map(|index| index.iter().map(|&name| program.name(name)).collect()).collect();
+    serde_json::json!({
+        "name": entity.name,
+        "parents": entity.parents.iter().map(|&p| program.entity(p).name.as_str()).collect::<Vec<_>>(),
+        "attributes": attributes,
+        "indices": indices,
+    })
 }
 
 /// A Python plugin's call of a function of std's package that weft implements natively

@@ -330,6 +330,8 @@ STAND_INS = {
         "deprecated": deprecated, "ModelType": ModelType,
     },
     "inmanta.ast": lambda: dict(compiler_errors, UnsetException=UnsetException, PluginException=PluginException),
+    "inmanta.ast.entity": lambda: {"Entity": Entity},
+    "inmanta.ast.attribute": lambda: {"Attribute": Attribute, "RelationAttribute": RelationAttribute},
     "inmanta.execute.proxy": lambda: {
         "DynamicProxy": DynamicProxy, "SequenceProxy": SequenceProxy, "DictProxy": DictProxy,
         "NoneValue": NoneValue, "Unknown": Unknown,
@@ -454,12 +456,128 @@ def get_file_content(ctx, module_dir, path):
     """std's `get_file_content`: the text of a module's file, which the evaluator reads (from
     the module's directory or from an artifact) as `std::source` does; the calling statement's
     module resolves `./` paths."""
-    responses.write(json.dumps({"module_file": str(module_dir), "path": str(path)}) + "\n")
-    responses.flush()
-    reply = json.loads(requests.readline())
+    reply = ask({"module_file": str(module_dir), "path": str(path)})
     if "ok" in reply:
         return reply["ok"]
     raise_exception(reply["exception"], reply["message"])
+
+def ask(message):
+    """Sends a request to the evaluator in the middle of a call and returns its reply."""
+    responses.write(json.dumps(message) + "\n")
+    responses.flush()
+    return json.loads(requests.readline())
+
+class Entity:
+    """The reference's entity type (`inmanta.ast.entity.Entity`), as plugins read it from an
+    instance (`_type()`): names, parents, attributes and indices, described by the evaluator
+    once per type."""
+
+    _known = {}
+
+    @classmethod
+    def named(cls, name):
+        entity = cls._known.get(name)
+        if entity is None:
+            reply = ask({"entity": name})
+            if "ok" not in reply:
+                raise compiler_error("TypeNotFoundException", reply.get("not_found", f"could not find type {name}"))
+            entity = cls._known[name] = cls(reply["ok"])
+        return entity
+
+    def __init__(self, description):
+        self._description = description
+        self._attributes = {}
+        self.name = description["name"].rsplit("::", 1)[-1]
+
+    def get_full_name(self):
+        return self._description["name"]
+
+    def type_string(self):
+        return self.get_full_name()
+
+    @property
+    def parent_entities(self):
+        return [Entity.named(name) for name in self._description["parents"]]
+
+    def get_all_parent_names(self):
+        # As the reference: the direct parents, then each one's, repeats included.
+        parents = list(self._description["parents"])
+        for parent in self.parent_entities:
+            parents.extend(parent.get_all_parent_names())
+        return parents
+
+    def get_all_attribute_names(self):
+        names = [a["name"] for a in self._description["attributes"]]
+        for parent in self.parent_entities:
+            names.extend(parent.get_all_attribute_names())
+        return names
+
+    def get_attribute(self, name):
+        """The attribute of this type or, failing that, the first parent's that has one."""
+        attribute = self._attributes.get(name)
+        if attribute is None:
+            found = [a for a in self._description["attributes"] if a["name"] == name]
+            if found:
+                attribute = (RelationAttribute if found[0]["relation"] else Attribute)(found[0])
+                self._attributes[name] = attribute
+        if attribute is None:
+            for parent in self.parent_entities:
+                attribute = parent.get_attribute(name)
+                if attribute is not None:
+                    break
+        return attribute
+
+    def get_indices(self):
+        return [list(index) for index in self._description["indices"]]
+
+    def __str__(self):
+        return self.get_full_name()
+
+    __repr__ = __str__
+
+class Attribute:
+    """An attribute of an entity type (`inmanta.ast.attribute.Attribute`)."""
+
+    def __init__(self, description):
+        self._description = description
+        self.name = description["name"]
+
+    def get_name(self):
+        return self.name
+
+    @property
+    def entity(self):
+        return Entity.named(self._description["owner"])
+
+    def is_optional(self):
+        return self._description["optional"]
+
+    def is_multi(self):
+        return self._description["multi"]
+
+class RelationAttribute(Attribute):
+    """A relation end (`inmanta.ast.attribute.RelationAttribute`): its arity, its target type,
+    and the other end when the relation has one."""
+
+    @property
+    def low(self):
+        return self._description["low"]
+
+    @property
+    def high(self):
+        return self._description["high"]
+
+    @property
+    def type(self):
+        return Entity.named(self._description["target"])
+
+    def get_type(self):
+        return self.type
+
+    @property
+    def end(self):
+        end = self._description["end"]
+        return None if end is None else Entity.named(end[0]).get_attribute(end[1])
 
 def raise_exception(name, message):
     """Raises the Python exception of class `name` (a builtin's, or one of that name)."""
@@ -474,10 +592,7 @@ def raise_exception(name, message):
 def call_std(function, *args, source=None, **kwargs):
     """A function of std's package that weft implements natively, run by the evaluator as
     its plugin of that name runs; what it does not know is `Unknown(source)`."""
-    message = {"std_call": function, "args": [encode(a) for a in args], "kwargs": {k: encode(v) for k, v in kwargs.items()}}
-    responses.write(json.dumps(message) + "\n")
-    responses.flush()
-    reply = json.loads(requests.readline())
+    reply = ask({"std_call": function, "args": [encode(a) for a in args], "kwargs": {k: encode(v) for k, v in kwargs.items()}})
     if "ok" in reply:
         return view(decode(reply["ok"]))
     if "unknown" in reply:
@@ -572,6 +687,14 @@ class DynamicProxy:
 
     def __setattr__(self, name, value):
         raise Exception("Readonly object")
+
+    def _type(self):
+        """The instance's entity type (not part of the reference's stable API, but plugins use
+        it)."""
+        reply = ask({"entity_of": self._id})
+        if "ok" not in reply:
+            raise compiler_error("RuntimeException", reply.get("not_found", "no such instance"))
+        return Entity.named(reply["ok"])
 
     @classmethod
     def unwrap(cls, item, **options):
@@ -858,6 +981,11 @@ pub enum Request<'a> {
     /// A function of std's package that weft implements natively (`getfact`), called with
     /// these arguments: answered as the plugin of that name answers.
     StdCall { function: &'a str, args: Vec<Value>, kwargs: Vec<(String, Value)> },
+    /// The entity type of an instance: its full name.
+    EntityOf { instance: u32 },
+    /// The description of an entity type, by full name (see `inmanta.ast.entity.Entity` in
+    /// the driver).
+    Entity { name: &'a str },
 }
 
 /// The evaluator's answer to a [`Request`].
@@ -867,6 +995,8 @@ pub enum Reply {
     ModuleFile(Result<String, (String, String)>),
     /// The function's value (`Value::Unknown` for what is not known), or why it failed.
     StdCall(Result<Value, StdCallError>),
+    /// For [`Request::EntityOf`] and [`Request::Entity`]: the answer, or why there is none.
+    Entity(Result<Json, String>),
 }
 
 /// Why a [`Request::StdCall`] failed.
@@ -1078,6 +1208,10 @@ impl Server {
                 Request::Attribute { instance: instance as u32, name }
             } else if let (Some(module_dir), Some(path)) = (text("module_file"), text("path")) {
                 Request::ModuleFile { module_dir, path }
+            } else if let Some(instance) = message.get("entity_of").and_then(Json::as_u64) {
+                Request::EntityOf { instance: u32::try_from(instance).unwrap_or(u32::MAX) }
+            } else if let Some(name) = text("entity") {
+                Request::Entity { name }
             } else if let Some(function) = text("std_call") {
                 let args = message.get("args").and_then(Json::as_array);
                 let kwargs = message.get("kwargs").and_then(Json::as_object);
@@ -1096,6 +1230,8 @@ impl Server {
                 Reply::Attribute(AttributeReply::Error { kind, message }) => json!({"error": kind, "message": message}),
                 Reply::ModuleFile(Ok(text)) => json!({"ok": text}),
                 Reply::ModuleFile(Err((class, message))) => json!({"exception": class, "message": message}),
+                Reply::Entity(Ok(answer)) => json!({"ok": answer}),
+                Reply::Entity(Err(message)) => json!({"not_found": message}),
                 Reply::StdCall(Ok(Value::Unknown)) => json!({"unknown": true}),
                 Reply::StdCall(Ok(value)) => json!({"ok": plain_to_json(&value)}),
                 Reply::StdCall(Err(StdCallError::Unset(cell))) => json!({"unset": cell}),
