@@ -328,6 +328,9 @@ STAND_INS = {
     "inmanta.plugins": lambda: {
         "plugin": plugin, "Context": Context, "PluginException": PluginException,
         "deprecated": deprecated, "ModelType": ModelType,
+        # The reference's proxy that lets a plugin read reference values; weft's proxies
+        # already read every value.
+        "allow_reference_values": lambda value: value,
     },
     "inmanta.ast": lambda: dict(compiler_errors, UnsetException=UnsetException, PluginException=PluginException),
     "inmanta.ast.entity": lambda: {"Entity": Entity},
@@ -529,6 +532,11 @@ class Entity:
 
     def get_indices(self):
         return [list(index) for index in self._description["indices"]]
+
+    @property
+    def attributes(self):
+        """The type's own attributes, by name, in definition order."""
+        return {a["name"]: self.get_attribute(a["name"]) for a in self._description["attributes"]}
 
     def __str__(self):
         return self.get_full_name()
