@@ -980,13 +980,7 @@ impl<'a> Loader<'a> {
     /// not listed here.
     fn unloaded_path_packages(&self) -> Vec<(String, PathBuf)> {
         let loaded: HashSet<&str> = self.modules.iter().map(|m| m.name.as_str()).collect();
-        let v2_installed = |name: &str| {
-            self.site_packages.iter().any(|site| {
-                std::iter::once(site.clone())
-                    .chain(editable_roots(site))
-                    .any(|base| base.join("inmanta_plugins").join(name).is_dir())
-            })
-        };
+        let v2_installed = |name: &str| self.v2_package_dirs(name).any(|(_, package)| package.is_dir());
         let mut found: std::collections::BTreeMap<String, PathBuf> = std::collections::BTreeMap::new();
         for dir in &self.config.modulepath {
             let Ok(entries) = std::fs::read_dir(dir) else { continue };
@@ -1010,6 +1004,17 @@ impl<'a> Loader<'a> {
         found.into_iter().collect()
     }
 
+    /// Where a v2 module `name` of the Python environment would be, in the order Python looks:
+    /// each `site-packages` directory and its editable installs, with the `site-packages`
+    /// directory each one belongs to.
+    fn v2_package_dirs<'s>(&'s self, name: &'s str) -> impl Iterator<Item = (&'s Path, PathBuf)> + 's {
+        self.site_packages.iter().flat_map(move |site| {
+            std::iter::once(site.clone())
+                .chain(editable_roots(site))
+                .map(move |base| (site.as_path(), base.join("inmanta_plugins").join(name)))
+        })
+    }
+
     fn locate_module(&self, name: &str) -> Option<Module> {
         if name == "std" {
             return Some(Module {
@@ -1019,19 +1024,16 @@ impl<'a> Loader<'a> {
                 has_plugin_package: true,
             });
         }
-        for site in self.site_packages.clone() {
-            for base in std::iter::once(site.clone()).chain(editable_roots(&site)) {
-                let package_dir = base.join("inmanta_plugins").join(name);
-                if package_dir.join("model").join("_init.cf").is_file() {
-                    let version = v2_version(&site, name);
-                    let has_plugin_package = package_dir.join("__init__.py").is_file();
-                    return Some(Module {
-                        name: name.into(),
-                        version,
-                        origin: ModuleOrigin::V2 { package_dir },
-                        has_plugin_package,
-                    });
-                }
+        for (site, package_dir) in self.v2_package_dirs(name) {
+            if package_dir.join("model").join("_init.cf").is_file() {
+                let version = v2_version(site, name);
+                let has_plugin_package = package_dir.join("__init__.py").is_file();
+                return Some(Module {
+                    name: name.into(),
+                    version,
+                    origin: ModuleOrigin::V2 { package_dir },
+                    has_plugin_package,
+                });
             }
         }
         for dir in self.config.modulepath.clone() {
@@ -1103,8 +1105,8 @@ impl<'a> Loader<'a> {
     /// loaded namespaces: the reference registers a plugin only in a namespace it loaded.
     ///
     /// A v1 module whose `plugins/` directory is not a package (no `__init__.py`) fails as
-    /// the reference's plugin loading fails, after everything has been parsed, without a place
-    /// in a file.
+    /// the reference's plugin loading fails, after everything has been parsed; the reference
+    /// names no place, weft the import that loaded the module.
     fn load_plugins(&mut self, namespaces: &[Namespace<'a>]) {
         let loaded: std::collections::HashSet<&str> = namespaces.iter().map(|n| n.name.as_str()).collect();
         for index in 0..self.modules.len() {
