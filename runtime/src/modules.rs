@@ -9,9 +9,10 @@
 //! resource registrations read from the Python sources when the artifact was built, and the
 //! `.py` files of the module's plugin package, for its plugins that weft has no native
 //! implementation of, and the plugin packages of modules on the module path that the model
-//! does not load but whose names that Python code mentions (plugin code may import them). Those run through the Python bridge ([`crate::python`]), so they still
-//! need `python3` on the host that runs the artifact; their files are written to a private
-//! temporary directory the first time one of them is called ([`Modules::python_dir`]).
+//! does not load but whose names that Python code mentions (plugin code may import them).
+//! Those run through the Python bridge ([`crate::python`]), so they still need `python3` on
+//! the host that runs the artifact; their files are written to a private temporary directory
+//! the first time one of them is called ([`Modules::python_dir`]).
 //!
 //! Inside a module, paths are relative to its root and separated by `/`: `templates/motd.j2`,
 //! `files/sub/a.txt`. Nothing embedded names a path of the machine that built the artifact.
@@ -595,46 +596,37 @@ fn decode_text(bytes: Vec<u8>) -> io::Result<String> {
 
 /// Reads a module directory into its embedded form.
 fn embed_dir(module: &str, dir: &Path) -> Result<EmbeddedModule, EmbedError> {
-    let io_error = |path: &Path, source: io::Error| EmbedError::Io {
-        module: module.to_string(),
-        path: path.to_path_buf(),
-        source,
-    };
-    let root = std::fs::canonicalize(dir).map_err(|e| io_error(dir, e))?;
+    let root = std::fs::canonicalize(dir).map_err(|e| WalkError::Io(dir.to_path_buf(), e).in_module(module))?;
     let mut walker = Walker { root, out: EmbeddedModule::default(), ancestors: Vec::new() };
     for kind in EMBEDDED_KINDS {
-        walker.entry(&dir.join(kind), kind.to_string()).map_err(|e| match e {
-            WalkError::Io(path, source) => io_error(&path, source),
-            WalkError::NonUtf8(path) => EmbedError::NonUtf8Path { module: module.to_string(), path },
-        })?;
+        walker.entry(&dir.join(kind), kind.to_string()).map_err(|e| e.in_module(module))?;
     }
     walker.out.registrations = export::scan_registrations(module, dir);
     let package = package_dir(dir);
-    let mut python = PythonWalker { root: walker.root, data_dirs_at_top: package == dir, ..PythonWalker::default() };
-    python.walk(&package, "", 0).map_err(|e| match e {
-        WalkError::Io(path, source) => io_error(&path, source),
-        WalkError::NonUtf8(path) => EmbedError::NonUtf8Path { module: module.to_string(), path },
-    })?;
-    walker.out.python = python.out;
+    walker.out.python = python_files(module, walker.root.clone(), &package, package == dir)?;
     Ok(walker.out)
 }
 
 /// The `.py` files of the plugin package `dir` of a module the model does not load.
 fn embed_package(module: &str, dir: &Path) -> Result<EmbeddedPackage, EmbedError> {
-    let io_error = |path: &Path, source: io::Error| EmbedError::Io {
-        module: module.to_string(),
-        path: path.to_path_buf(),
-        source,
-    };
     // Links may lead anywhere inside the module, as for a loaded module's package.
     let module_root = dir.parent().unwrap_or(dir);
-    let root = std::fs::canonicalize(module_root).map_err(|e| io_error(module_root, e))?;
-    let mut python = PythonWalker { root, data_dirs_at_top: false, ..PythonWalker::default() };
-    python.walk(dir, "", 0).map_err(|e| match e {
-        WalkError::Io(path, source) => io_error(&path, source),
-        WalkError::NonUtf8(path) => EmbedError::NonUtf8Path { module: module.to_string(), path },
-    })?;
-    Ok(EmbeddedPackage { python: python.out })
+    let root = std::fs::canonicalize(module_root)
+        .map_err(|e| WalkError::Io(module_root.to_path_buf(), e).in_module(module))?;
+    Ok(EmbeddedPackage { python: python_files(module, root, dir, false)? })
+}
+
+/// The `.py` files of the plugin package `package` of `module`, whose canonical root `root`
+/// links must stay under; `data_dirs_at_top` when the package is the module's directory.
+fn python_files(
+    module: &str,
+    root: PathBuf,
+    package: &Path,
+    data_dirs_at_top: bool,
+) -> Result<BTreeMap<String, Vec<u8>>, EmbedError> {
+    let mut python = PythonWalker { root, data_dirs_at_top, ..PythonWalker::default() };
+    python.walk(package, "", 0).map_err(|e| e.in_module(module))?;
+    Ok(python.out)
 }
 
 /// Whether `name` is a package name Python imports: an ASCII identifier.
@@ -812,6 +804,16 @@ fn package_relative(key: &str) -> Option<PathBuf> {
 enum WalkError {
     Io(PathBuf, io::Error),
     NonUtf8(PathBuf),
+}
+
+impl WalkError {
+    /// The error of embedding `module` that this walk error is.
+    fn in_module(self, module: &str) -> EmbedError {
+        match self {
+            WalkError::Io(path, source) => EmbedError::Io { module: module.to_string(), path, source },
+            WalkError::NonUtf8(path) => EmbedError::NonUtf8Path { module: module.to_string(), path },
+        }
+    }
 }
 
 struct Walker {
