@@ -383,7 +383,7 @@ impl RuntimeHost {
                     python::Reply::Attribute(attribute_reply(machine, instance, name))
                 }
                 python::Request::ModuleFile { module_dir, path } => python::Reply::ModuleFile(
-                    plugins::module_file_content(modules, namespace.as_deref(), module_dir, path),
+                    plugins::module_file_content(modules, namespace.as_deref(), module_dir, path).map_err(refusal),
                 ),
                 python::Request::EntityOf { instance } => python::Reply::Entity(
                     machine
@@ -505,23 +505,28 @@ fn std_call(
     function: &str,
     args: Vec<Value>,
     kwargs: Vec<(String, Value)>,
-) -> Result<Value, python::StdCallError> {
+) -> Result<Value, python::Refusal> {
     let program = adapter.machine.program().clone();
     let Some(signature) = program.plugins.iter().find(|p| p.namespace == "std" && p.name == function) else {
-        return Err(python::StdCallError::Exception {
+        return Err(python::Refusal::Exception {
             class: "NotImplementedError".to_string(),
             message: format!("inmanta_plugins.std.{function} is not available in weft's Python bridge"),
         });
     };
     let prepared = plugins::Prepared::new(signature, plugins::PluginRegistry::builtin());
-    plugins::call_prepared(signature, &prepared, args, kwargs, adapter).map_err(|e| match e {
-        plugins::PluginError::Unset(cell) => python::StdCallError::Unset(cell),
-        plugins::PluginError::External { class, message } => python::StdCallError::Exception { class, message },
+    plugins::call_prepared(signature, &prepared, args, kwargs, adapter).map_err(refusal)
+}
+
+/// What a Python plugin raises for a plugin error of the evaluator's answering it.
+fn refusal(e: plugins::PluginError) -> python::Refusal {
+    match e {
+        plugins::PluginError::Unset(cell) => python::Refusal::Unset(cell),
+        plugins::PluginError::External { class, message } => python::Refusal::Exception { class, message },
         plugins::PluginError::Wrapped { kind, message } => {
-            python::StdCallError::Compiler { kind: kind.as_str().to_string(), message }
+            python::Refusal::Compiler { kind: kind.as_str().to_string(), message }
         }
-        e => python::StdCallError::Compiler { kind: e.kind().as_str().to_string(), message: e.message() },
-    })
+        e => python::Refusal::Compiler { kind: e.kind().as_str().to_string(), message: e.message() },
+    }
 }
 
 /// Converts a value for the Python bridge: instances of `std::Dataclass` entities become

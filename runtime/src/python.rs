@@ -11,9 +11,10 @@
 //! `inmanta.module`'s `Project`, and placeholders for every other name of inmanta-core's
 //! modules (resources, handlers, the exporter), which a plugin package defines next to its
 //! plugins and so must import, though a compile never runs them; `std`'s plugin package is a
-//! stand-in too (`is_unknown`; `get_file_content` and `getfact`, which ask the evaluator). It then answers calls, one JSON line per
-//! request and one per response. Instances of `std::Dataclass` entities are passed as their Python
-//! dataclass, built from the instance's attributes, as the reference does; other instances as
+//! stand-in too (`is_unknown`; `get_file_content` and `getfact`, which ask the evaluator). It
+//! then answers calls, one JSON line per request and one per response. Instances of
+//! `std::Dataclass` entities are passed as their Python dataclass, built from the instance's
+//! attributes, as the reference does; other instances as
 //! read-only proxies whose attribute reads are questions back to the evaluator during the
 //! call (a `getattr` line, answered on the request pipe); lists and dicts as read-only views.
 //!
@@ -459,16 +460,27 @@ def get_file_content(ctx, module_dir, path):
     """std's `get_file_content`: the text of a module's file, which the evaluator reads (from
     the module's directory or from an artifact) as `std::source` does; the calling statement's
     module resolves `./` paths."""
-    reply = ask({"module_file": str(module_dir), "path": str(path)})
-    if "ok" in reply:
-        return reply["ok"]
-    raise_exception(reply["exception"], reply["message"])
+    return answer_of(ask({"module_file": str(module_dir), "path": str(path)}))
 
 def ask(message):
     """Sends a request to the evaluator in the middle of a call and returns its reply."""
     responses.write(json.dumps(message) + "\n")
     responses.flush()
     return json.loads(requests.readline())
+
+def answer_of(reply, source=None):
+    """The value the evaluator's reply gives (`Unknown(source)` for what it does not know), or
+    the exception it stands for: an unset value, an error of the evaluator, a Python
+    exception."""
+    if "ok" in reply:
+        return view(decode(reply["ok"]))
+    if "unknown" in reply:
+        return Unknown(source=source)
+    if "unset" in reply:
+        raise UnsetException(reply["unset"])
+    if "error" in reply:
+        raise compiler_error(reply["error"], reply["message"])
+    raise_exception(reply["exception"], reply["message"])
 
 class Entity:
     """The reference's entity type (`inmanta.ast.entity.Entity`), as plugins read it from an
@@ -600,16 +612,8 @@ def raise_exception(name, message):
 def call_std(function, *args, source=None, **kwargs):
     """A function of std's package that weft implements natively, run by the evaluator as
     its plugin of that name runs; what it does not know is `Unknown(source)`."""
-    reply = ask({"std_call": function, "args": [encode(a) for a in args], "kwargs": {k: encode(v) for k, v in kwargs.items()}})
-    if "ok" in reply:
-        return view(decode(reply["ok"]))
-    if "unknown" in reply:
-        return Unknown(source=source)
-    if "unset" in reply:
-        raise UnsetException(reply["unset"])
-    if "error" in reply:
-        raise compiler_error(reply["error"], reply["message"])
-    raise_exception(reply["exception"], reply["message"])
+    message = {"std_call": function, "args": [encode(a) for a in args], "kwargs": {k: encode(v) for k, v in kwargs.items()}}
+    return answer_of(ask(message), source)
 
 class JinjaDynamicProxy:
     """std's wrapper of a value for a template; weft's proxies read as the values already."""
@@ -682,16 +686,10 @@ class DynamicProxy:
     def __getattr__(self, name):
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)
-        responses.write(json.dumps({"getattr": self._id, "name": name}) + "\n")
-        responses.flush()
-        reply = json.loads(requests.readline())
-        if "ok" in reply:
-            return view(decode(reply["ok"]))
-        if "unset" in reply:
-            raise UnsetException(reply["unset"])
+        reply = ask({"getattr": self._id, "name": name})
         if "not_found" in reply:
             raise AttributeError(reply["not_found"])
-        raise compiler_error(reply["error"], reply["message"])
+        return answer_of(reply)
 
     def __setattr__(self, name, value):
         raise Exception("Readonly object")
@@ -999,17 +997,18 @@ pub enum Request<'a> {
 /// The evaluator's answer to a [`Request`].
 pub enum Reply {
     Attribute(AttributeReply),
-    /// The file's text, or the Python exception the plugin sees: its class and message.
-    ModuleFile(Result<String, (String, String)>),
+    /// The file's text, or why there is none.
+    ModuleFile(Result<String, Refusal>),
     /// The function's value (`Value::Unknown` for what is not known), or why it failed.
-    StdCall(Result<Value, StdCallError>),
+    StdCall(Result<Value, Refusal>),
     /// For [`Request::EntityOf`] and [`Request::Entity`]: the answer, or why there is none.
     Entity(Result<Json, String>),
 }
 
-/// Why a [`Request::StdCall`] failed.
-pub enum StdCallError {
-    /// An attribute the function read has no value yet (its cell).
+/// Why a [`Request::ModuleFile`] or a [`Request::StdCall`] has no answer: what the plugin
+/// raises instead (the driver's `answer_of`).
+pub enum Refusal {
+    /// An attribute the evaluator read has no value yet (its cell).
     Unset(u32),
     /// An error of the evaluator: its kind and message.
     Compiler { kind: String, message: String },
@@ -1237,16 +1236,19 @@ impl Server {
                 Reply::Attribute(AttributeReply::NotFound(message)) => json!({"not_found": message}),
                 Reply::Attribute(AttributeReply::Error { kind, message }) => json!({"error": kind, "message": message}),
                 Reply::ModuleFile(Ok(text)) => json!({"ok": text}),
-                Reply::ModuleFile(Err((class, message))) => json!({"exception": class, "message": message}),
                 Reply::Entity(Ok(answer)) => json!({"ok": answer}),
                 Reply::Entity(Err(message)) => json!({"not_found": message}),
                 Reply::StdCall(Ok(Value::Unknown)) => json!({"unknown": true}),
                 Reply::StdCall(Ok(value)) => json!({"ok": plain_to_json(&value)}),
-                Reply::StdCall(Err(StdCallError::Unset(cell))) => json!({"unset": cell}),
-                Reply::StdCall(Err(StdCallError::Compiler { kind, message })) => {
+                Reply::ModuleFile(Err(Refusal::Unset(cell))) | Reply::StdCall(Err(Refusal::Unset(cell))) => {
+                    json!({"unset": cell})
+                }
+                Reply::ModuleFile(Err(Refusal::Compiler { kind, message }))
+                | Reply::StdCall(Err(Refusal::Compiler { kind, message })) => {
                     json!({"error": kind, "message": message})
                 }
-                Reply::StdCall(Err(StdCallError::Exception { class, message })) => {
+                Reply::ModuleFile(Err(Refusal::Exception { class, message }))
+                | Reply::StdCall(Err(Refusal::Exception { class, message })) => {
                     json!({"exception": class, "message": message})
                 }
             };

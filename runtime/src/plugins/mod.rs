@@ -349,18 +349,17 @@ pub fn call_prepared(
 }
 
 /// std's `get_file_content(ctx, module_dir, path)` for a Python plugin called from
-/// `namespace`: the file's text, or the class and message of the Python exception the plugin
-/// sees (see `std_plugins::file_content`).
+/// `namespace`: the file's text, or the Python exception the plugin sees (see
+/// `std_plugins::file_content`).
 pub(crate) fn module_file_content(
     modules: &Modules,
     namespace: Option<&str>,
     module_dir: &str,
     path: &str,
-) -> Result<String, (String, String)> {
+) -> Result<String, PluginError> {
     std_plugins::file_content(modules, namespace, module_dir, path).map_err(|flow| match flow {
-        Flow::Error(PluginError::External { class, message }) => (class, message),
-        Flow::Error(e) => ("Exception".to_string(), e.message()),
-        Flow::Unknown => ("Exception".to_string(), "the value is unknown".to_string()),
+        Flow::Error(e) => e,
+        Flow::Unknown => PluginError::exception("the value is unknown"),
     })
 }
 
