@@ -659,7 +659,18 @@ fn evaluate_and_export(project: &ProjectArgs, inputs: &InputArgs) -> Result<(Eva
     let mut evaluated = evaluate(project, inputs, true)?;
     let mut graph = None;
     if let Some(model) = evaluated.model.take() {
-        match weft_runtime::export::export(&model, &evaluated.modules) {
+        let exported = weft_runtime::export::export(&model, &evaluated.modules);
+        // What the modules' resource classes printed, after the evaluation's prints, as the
+        // reference's export prints it.
+        let (prints, messages) = match &exported {
+            Ok(export) => (&export.prints, &export.plugin_messages),
+            Err(failure) => (&failure.prints, &failure.plugin_messages),
+        };
+        print_lines(prints)?;
+        for line in messages {
+            eprintln!("{line}");
+        }
+        match exported {
             Ok(export) => {
                 evaluated.diagnostics.extend(export.warnings);
                 graph = Some(export.graph);

@@ -139,6 +139,11 @@ error_kinds! {
     ResourceException: ResourceException,
     /// A raw Python `RuntimeError`, such as a dependency manager's.
     RuntimeError: RuntimeError,
+    /// Raw Python errors a module's Python code lets through where the reference does not wrap
+    /// them (a dependency manager of the export).
+    AttributeError: AttributeError,
+    KeyError: KeyError,
+    IndexError: IndexError,
     /// Python's `RecursionError`: a value nested too deeply for the reference's recursive checks.
     RecursionError: RuntimeError,
     /// weft's own: the evaluation outgrew its memory limit (`--max-memory`).

@@ -117,10 +117,13 @@ pub fn run(executable: &Executable, options: &Options) -> (Outcome, Option<expor
         Ok(iterations) => outcome.iterations = iterations,
         Err(errors) => outcome.errors = errors.into_iter().map(|e| to_diagnostic(&program, e)).collect(),
     }
-    machine.with_host(|host| host.finish());
     outcome.prints = take_prints(&mut machine);
     outcome.plugin_messages = machine.with_host(|host| host.take_messages());
-    let model = succeeded.then(|| export::Model::new(machine));
+    // The host stays with the model: the export may still run the modules' Python code (the
+    // resource classes), in this evaluation's servers, as the reference exports in the
+    // process that compiled. Without a model it is dropped here, which stops the servers.
+    let host = machine.take_host().and_then(|host| (host as Box<dyn std::any::Any>).downcast::<RuntimeHost>().ok());
+    let model = succeeded.then(|| export::Model::new(machine, host));
     (outcome, model)
 }
 
@@ -186,7 +189,7 @@ pub fn to_diagnostic(program: &Program, error: EvalError) -> Diagnostic {
 }
 
 /// The host the VM calls back into: plugins and their output.
-struct RuntimeHost {
+pub(crate) struct RuntimeHost {
     prints: Vec<String>,
     plugin_messages: Vec<String>,
     /// The Python servers of this evaluation; before `modules`, whose sandboxes they import
@@ -261,10 +264,6 @@ impl Host for RuntimeHost {
 
     fn take_messages(&mut self) -> Vec<String> {
         std::mem::take(&mut self.plugin_messages)
-    }
-
-    fn finish(&mut self) {
-        self.python.stop();
     }
 }
 
@@ -367,46 +366,17 @@ impl RuntimeHost {
             },
             namespace: caller_namespace(machine, scope),
         });
-        let modules = &self.modules;
-        let packages = self.python_packages.get_or_insert_with(|| modules.python_packages());
-        if !packages.iter().any(|(module, _)| module == top) {
-            // A package without `__init__.py` that Python still imports (a namespace package).
-            packages.push((top.to_string(), package));
-        }
-        let call = python::PluginCall { packages, module: &module, function: &signature.name, args, kwargs, context };
-        let output = python::Output { prints: &mut self.prints, errors: &mut self.plugin_messages };
-        let namespace = caller_namespace(machine, scope);
-        let (facts, data_dir) = (self.facts.as_ref(), &self.data_dir);
-        let called =
-            python::call(self.modules.sandboxes(), &mut self.python, call, output, &mut |request| match request {
-                python::Request::Attribute { instance, name } => {
-                    python::Reply::Attribute(attribute_reply(machine, instance, name))
-                }
-                python::Request::ModuleFile { module_dir, path } => python::Reply::ModuleFile(
-                    plugins::module_file_content(modules, namespace.as_deref(), module_dir, path).map_err(refusal),
-                ),
-                python::Request::EntityOf { instance } => python::Reply::Entity(
-                    machine
-                        .instances
-                        .get(instance as usize)
-                        .map(|i| serde_json::Value::String(machine.program().entity(i.entity).name.clone()))
-                        .ok_or_else(|| format!("no instance {instance} in this evaluation")),
-                ),
-                python::Request::Entity { name } => python::Reply::Entity(
-                    machine
-                        .program()
-                        .entity_by_name(name)
-                        .map(|entity| entity_description(machine.program(), entity))
-                        .ok_or_else(|| format!("could not find type {name}")),
-                ),
-                python::Request::StdCall { function, args, kwargs } => {
-                    // What the function prints is dropped: std's functions that Python can
-                    // call print nothing.
-                    let mut prints = Vec::new();
-                    let mut adapter = Adapter { machine, scope, prints: &mut prints, modules, facts, data_dir };
-                    python::Reply::StdCall(std_call(&mut adapter, function, args, kwargs))
-                }
-            });
+        let called = self.with_bridge(machine, scope, Some((top, package)), |bridge, requests| {
+            let call = python::PluginCall {
+                packages: bridge.packages,
+                module: &module,
+                function: &signature.name,
+                args,
+                kwargs,
+                context,
+            };
+            python::call(bridge.sandboxes, bridge.servers, call, bridge.output, requests)
+        });
         let outcome = match called {
             Err(python::BridgeError::Unencodable(text)) => return Err(PythonFailure::Unencodable(text)),
             Ok(v) => Ok(v),
@@ -444,6 +414,92 @@ impl RuntimeHost {
     }
 }
 
+/// What a request to the Python bridge goes through: the sandboxes, the evaluation's servers,
+/// every module's plugin package, and where the Python code's output goes.
+pub(crate) struct Bridge<'h> {
+    pub sandboxes: &'h python::Sandboxes,
+    pub servers: &'h mut python::Servers,
+    pub packages: &'h [(String, std::path::PathBuf)],
+    pub output: python::Output<'h>,
+}
+
+impl RuntimeHost {
+    /// Runs `exchange` with the Python bridge, answering what the Python code asks of the
+    /// evaluation (attributes of instance proxies, module files, entity types, std's
+    /// functions) from `machine`, as for a call from `scope` (`u32::MAX` for none). `extra` is
+    /// a package to add to every module's (see [`modules::Modules::python_packages`]): the
+    /// called plugin's, when Python imports it without an `__init__.py`.
+    fn with_bridge<T>(
+        &mut self,
+        machine: &mut Machine,
+        scope: ScopeId,
+        extra: Option<(&str, std::path::PathBuf)>,
+        exchange: impl FnOnce(Bridge<'_>, &mut dyn FnMut(python::Request<'_>) -> python::Reply) -> T,
+    ) -> T {
+        let namespace = caller_namespace(machine, scope);
+        let (bridge, modules, facts, data_dir) = self.bridge(extra);
+        exchange(bridge, &mut |request| match request {
+            python::Request::Attribute { instance, name } => {
+                python::Reply::Attribute(attribute_reply(machine, instance, name))
+            }
+            python::Request::ModuleFile { module_dir, path } => python::Reply::ModuleFile(
+                plugins::module_file_content(modules, namespace.as_deref(), module_dir, path).map_err(refusal),
+            ),
+            python::Request::EntityOf { instance } => python::Reply::Entity(
+                machine
+                    .instances
+                    .get(instance as usize)
+                    .map(|i| serde_json::Value::String(machine.program().entity(i.entity).name.clone()))
+                    .ok_or_else(|| format!("no instance {instance} in this evaluation")),
+            ),
+            python::Request::Entity { name } => python::Reply::Entity(
+                machine
+                    .program()
+                    .entity_by_name(name)
+                    .map(|entity| entity_description(machine.program(), entity))
+                    .ok_or_else(|| format!("could not find type {name}")),
+            ),
+            python::Request::StdCall { function, args, kwargs } => {
+                // What the function prints is dropped: std's functions that Python can
+                // call print nothing.
+                let mut prints = Vec::new();
+                let mut adapter = Adapter { machine, scope, prints: &mut prints, modules, facts, data_dir };
+                python::Reply::StdCall(std_call(&mut adapter, function, args, kwargs))
+            }
+        })
+    }
+
+    /// The Python bridge's parts (see [`Bridge`]), and the parts of the host that answer its
+    /// questions.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn bridge(
+        &mut self,
+        extra: Option<(&str, std::path::PathBuf)>,
+    ) -> (Bridge<'_>, &modules::Modules, Option<&plugins::Facts>, &Option<std::path::PathBuf>) {
+        let modules = &self.modules;
+        let packages = self.python_packages.get_or_insert_with(|| modules.python_packages());
+        if let Some((top, package)) = extra
+            && !packages.iter().any(|(module, _)| module == top)
+        {
+            // A package without `__init__.py` that Python still imports (a namespace package).
+            packages.push((top.to_string(), package));
+        }
+        let bridge = Bridge {
+            sandboxes: modules.sandboxes(),
+            servers: &mut self.python,
+            packages,
+            output: python::Output { prints: &mut self.prints, errors: &mut self.plugin_messages },
+        };
+        (bridge, modules, self.facts.as_ref(), &self.data_dir)
+    }
+
+    /// Takes the lines the Python code printed and wrote to its error stream since the last
+    /// time.
+    pub(crate) fn take_output(&mut self) -> (Vec<String>, Vec<String>) {
+        (std::mem::take(&mut self.prints), std::mem::take(&mut self.plugin_messages))
+    }
+}
+
 /// How a call through the Python bridge failed: as a plugin call does, or with a returned
 /// value the model has no value for, whose error needs the plugin's return annotation.
 enum PythonFailure {
@@ -461,7 +517,10 @@ impl From<PluginFailure> for PythonFailure {
 /// its full name, its direct parents, its own attributes in definition order with their arity
 /// and, for a relation end, its target and other end, and its indices (its own and those it
 /// inherits, as attribute lists). The driver walks the parents as the reference does.
-fn entity_description(program: &weft_ir::program::Program, id: weft_ir::program::EntityId) -> serde_json::Value {
+pub(crate) fn entity_description(
+    program: &weft_ir::program::Program,
+    id: weft_ir::program::EntityId,
+) -> serde_json::Value {
     use weft_ir::program::AttributeKind;
     let entity = program.entity(id);
     let attributes: Vec<serde_json::Value> = entity
@@ -600,6 +659,7 @@ fn attribute_reply(machine: &mut Machine, inst: u32, name: &str) -> python::Attr
         };
     }
     match machine.attribute_value(inst, name) {
+        Ok(Value::Unknown) => python::AttributeReply::Unknown,
         Ok(value) => match bridge_value(machine, value) {
             Ok(value) => python::AttributeReply::Value(value),
             Err(PluginFailure::Unset(cell)) => python::AttributeReply::Unset(cell),

@@ -48,7 +48,7 @@ use weft_ir::value::Value;
 /// is the sandbox directory, which holds the `inmanta_plugins` package to import from.
 const DRIVER: &str = r#"
 import dataclasses, datetime, enum, importlib, importlib.abc, importlib.machinery, importlib.util
-import builtins, io, json, os, sys, types, typing, uuid
+import builtins, hashlib, io, json, os, re, sys, types, typing, uuid
 from collections.abc import Mapping
 
 # The plugins by Python module and the name the model calls them by, which
@@ -256,6 +256,14 @@ class Unknown:
 class NoneValue:
     pass
 
+class UnknownException(Exception):
+    """Raised by a proxy for an attribute whose value is not known: a plugin that lets it
+    through returns an unknown value, an exported field that reads it is undefined."""
+
+    def __init__(self, unknown):
+        super().__init__()
+        self.unknown = unknown
+
 class Placeholder(type):
     """The class of weft's placeholders for the names of `inmanta` the bridge does not stand in
     for: resources, handlers, the exporter, the orchestrator's client. A plugin package defines
@@ -333,7 +341,17 @@ STAND_INS = {
         # already read every value.
         "allow_reference_values": lambda value: value,
     },
-    "inmanta.ast": lambda: dict(compiler_errors, UnsetException=UnsetException, PluginException=PluginException),
+    "inmanta.ast": lambda: dict(
+        compiler_errors, UnsetException=UnsetException, PluginException=PluginException,
+        UnknownException=UnknownException,
+    ),
+    "inmanta.resources": lambda: {
+        "resource": resource, "Resource": Resource, "PurgeableResource": PurgeableResource,
+        "ManagedResource": ManagedResource, "DiscoveryResource": DiscoveryResource,
+        "IgnoreResourceException": IgnoreResourceException, "ResourceException": ResourceException,
+        "ResourceMeta": ResourceMeta, "Id": Id,
+    },
+    "inmanta.export": lambda: {"Exporter": Exporter, "dependency_manager": dependency_manager},
     "inmanta.ast.entity": lambda: {"Entity": Entity},
     "inmanta.ast.attribute": lambda: {"Attribute": Attribute, "RelationAttribute": RelationAttribute},
     "inmanta.execute.proxy": lambda: {
@@ -689,6 +707,8 @@ class DynamicProxy:
         reply = ask({"getattr": self._id, "name": name})
         if "not_found" in reply:
             raise AttributeError(reply["not_found"])
+        if "unknown" in reply:
+            raise UnknownException(Unknown())
         return answer_of(reply)
 
     def __setattr__(self, name, value):
@@ -849,9 +869,341 @@ def encode(v):
         return {"__weft_float__": repr(v)}
     return v
 
+# The resource classes registered by `@resource`, by entity type: (class, options).
+resource_classes = {}
+
+class resource:
+    """`inmanta.resources.resource`: registers a resource class for an entity type."""
+
+    def __init__(self, name, id_attribute, agent):
+        self._cls_name = name
+        self._options = {"agent": agent, "name": id_attribute}
+
+    def __call__(self, cls):
+        resource_classes[self._cls_name] = (cls, self._options)
+        return cls
+
+class IgnoreResourceException(Exception):
+    """Raised by a getter to leave its resource out of the export."""
+
+class ResourceException(Exception):
+    pass
+
+class ResourceMeta(type):
+    """Merges a resource class's `fields` with those of its bases, as the reference's
+    metaclass does. The reference keeps them as a set, whose order changes with the hash
+    seed; these keep the first place of each, and the export decides the order."""
+
+    @classmethod
+    def _parent_fields(cls, bases):
+        fields = []
+        for base in bases:
+            if "fields" in base.__dict__:
+                if not isinstance(base.__dict__["fields"], (tuple, list)):
+                    raise Exception("fields attribute of %s should be a tuple or list" % base)
+                fields.extend(base.__dict__["fields"])
+            fields.extend(cls._parent_fields(base.__bases__))
+        return fields
+
+    def __new__(cls, class_name, bases, dct):
+        fields = cls._parent_fields(bases)
+        if "fields" in dct:
+            if not isinstance(dct["fields"], (tuple, list)):
+                raise Exception("fields attribute of %s should be a tuple or list" % class_name)
+            fields.extend(dct["fields"])
+        dct["fields"] = tuple(dict.fromkeys(fields))
+        return type.__new__(cls, class_name, bases, dct)
+
+class Resource(metaclass=ResourceMeta):
+    """`inmanta.resources.Resource`, as far as the export reads it: the fields every resource
+    has and their getters (which weft's export runs natively, see `getter_kind`)."""
+
+    fields = ("send_event", "receive_events", "references", "mutators", "report_only")
+
+    def __init__(self, _id=None):
+        self.id = _id
+
+    @staticmethod
+    def get_send_event(_exporter, obj):
+        try:
+            return obj.send_event
+        except Exception:
+            return False
+
+    @staticmethod
+    def get_references(_exporter, instance):
+        return []
+
+    @staticmethod
+    def get_mutators(_exporter, instance):
+        return []
+
+    @staticmethod
+    def get_receive_events(_exporter, obj):
+        try:
+            return obj.receive_events
+        except Exception:
+            return True
+
+    @staticmethod
+    def get_report_only(_exporter, obj):
+        try:
+            return obj.report_only
+        except Exception:
+            return False
+
+class PurgeableResource(Resource):
+    fields = ("purged", "purge_on_delete")
+
+class DiscoveryResource(Resource):
+    fields = ()
+
+class ManagedResource(Resource):
+    fields = ("managed",)
+
+    @staticmethod
+    def get_managed(exporter, obj):
+        if not obj.managed:
+            raise IgnoreResourceException()
+        return obj.managed
+
+# The getters of the bases above, which weft's export has natively (`export::types::Getter`),
+# by what the export calls them.
+BASE_GETTERS = {
+    Resource.get_send_event: "send_event", Resource.get_receive_events: "receive_events",
+    Resource.get_report_only: "report_only", Resource.get_references: "references",
+    Resource.get_mutators: "mutators", ManagedResource.get_managed: "managed",
+}
+
+class Exporter:
+    """What a getter is given as the exporter: its file store (`upload_file`)."""
+
+    def __init__(self):
+        self.files = {}
+
+    def upload_file(self, content):
+        data = content if isinstance(content, bytes) else content.encode("utf-8")
+        digest = hashlib.sha1(data).hexdigest()
+        self.files[digest] = data
+        return digest
+
+# The dependency managers modules register (`@dependency_manager`).
+dependency_managers = []
+
+def dependency_manager(function):
+    dependency_managers.append(function)
+    return function
+
+def getter_kind(cls, field):
+    """How the export maps a field of a resource class: as `map_field` of the reference looks
+    for a `get_<field>` method, then a `map` entry, then reads the instance's attribute."""
+    getter = getattr(cls, "get_" + field, None)
+    if getter is not None:
+        try:
+            return BASE_GETTERS.get(getter, "python")
+        except TypeError:
+            return "python"
+    if hasattr(cls, "map") and field in cls.map:
+        return "python"
+    return "attr"
+
+def describe_resource(request):
+    try:
+        for module in request["modules"]:
+            importlib.import_module(module)
+        name = request["resource_type"]
+        if name not in resource_classes:
+            modules = ", ".join(request["modules"])
+            return json.dumps({"error": "weft", "message": f"importing {modules} registered no resource class for {name}"})
+        cls, options = resource_classes[name]
+        fields = [[field, getter_kind(cls, field)] for field in cls.fields]
+        return json.dumps({"ok": {"agent": options["agent"], "id_attribute": options["name"], "fields": fields}})
+    except BaseException as e:
+        return json.dumps({"error": type(e).__name__, "message": str(e)})
+
+def serializable(value, path):
+    """A field's value as the reference's reference collector checks it: lists and dicts (and
+    views of them) element by element; an instance or an unknown value is refused."""
+    if isinstance(value, (list, SequenceProxy)):
+        return [serializable(v, f"{path}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, (dict, DictProxy)):
+        return {k: serializable(v, f"{path}.'{k}'") for k, v in value.items()}
+    if isinstance(value, (DynamicProxy, Unknown)):
+        raise TypeError(f"{value!r} in resource is not JSON serializable at path {path}")
+    return value
+
+def field_outcome(cls, field, obj, exporter, as_text=False):
+    """One field of a resource, as the reference's `Resource.map_field` gets it."""
+    try:
+        if hasattr(cls, "get_" + field):
+            value = getattr(cls, "get_" + field)(exporter, obj)
+        elif hasattr(cls, "map") and field in cls.map:
+            value = cls.map[field](exporter, obj)
+        else:
+            value = getattr(obj, field)
+        if as_text:
+            if isinstance(value, Unknown):
+                return {"unknown": True}
+            return {"ok": str(value._target if isinstance(value, View) else value)}
+        encoded = encode(serializable(value, field))
+        # What JSON can not hold (a set, bytes, an object) fails here, as the field's error.
+        json.dumps(encoded, allow_nan=False)
+        return {"ok": encoded}
+    except IgnoreResourceException:
+        return {"ignore": True}
+    except UnknownException:
+        return {"unknown": True}
+    except UnsetException as e:
+        return {"compiler_error": "UnsetException", "message": str(e)}
+    except CompilerException as e:
+        return {"compiler_error": type(e).__name__, "message": str(e)}
+    except PluginException as e:
+        return {"plugin_error": str(e.message), "class": type(e).__name__}
+    except BaseException as e:
+        return {"error": type(e).__name__, "message": str(e)}
+
+def export_fields(request):
+    global running
+    try:
+        cls, options = resource_classes[request["export"]]
+        obj = decode(request["instance"])
+        exporter = Exporter()
+        out = {}
+        running = True
+        try:
+            if request.get("id") is not None:
+                out["id"] = field_outcome(cls, request["id"], obj, None, as_text=True)
+            out["fields"] = [field_outcome(cls, field, obj, exporter) for field in request["fields"]]
+        finally:
+            running = False
+        out["files"] = [[digest, data.hex()] for digest, data in exporter.files.items()]
+        return json.dumps({"ok": out}, allow_nan=False)
+    except BaseException as e:
+        return json.dumps({"error": type(e).__name__, "message": str(e)})
+
+PARSE_ID = re.compile(
+    r"^(?P<id>(?P<type>(?P<ns>[\w-]+(::[\w-]+)*)::(?P<class>[\w-]+))\[(?P<hostname>[^,]+),"
+    r"(?P<attr>[^=]+)=(?P<value>[^\]]+)\])(,v=(?P<version>[0-9]+))?$"
+)
+
+class Id:
+    """`inmanta.resources.Id`: a resource's id (`type[agent,attribute=value]`)."""
+
+    def __init__(self, entity_type, agent_name, attribute, attribute_value, version=0):
+        self.entity_type = entity_type
+        self.agent_name = agent_name
+        self.attribute = attribute
+        self.attribute_value = attribute_value
+        self.version = version
+
+    def get_entity_type(self):
+        return self.entity_type
+
+    def get_agent_name(self):
+        return self.agent_name
+
+    def get_attribute(self):
+        return self.attribute
+
+    def get_attribute_value(self):
+        return self.attribute_value
+
+    def get_version(self):
+        return self.version
+
+    def resource_str(self):
+        return f"{self.entity_type}[{self.agent_name},{self.attribute}={self.attribute_value}]"
+
+    def resource_version_str(self):
+        return f"{self.resource_str()},v={self.version}"
+
+    def __str__(self):
+        return self.resource_version_str() if self.version > 0 else self.resource_str()
+
+    def __repr__(self):
+        return str(self)
+
+    def __hash__(self):
+        return hash(str(self))
+
+    def __eq__(self, other):
+        return str(self) == str(other) and type(self) is type(other)
+
+    @classmethod
+    def parse_id(cls, resource_id, version=None):
+        match = PARSE_ID.match(resource_id)
+        if match is None:
+            raise ValueError(f"Invalid id for resource {resource_id}")
+        parts = match.groupdict()
+        version = version if version is not None else int(parts["version"] or 0)
+        return cls(parts["type"], parts["hostname"], parts["attr"], parts["value"], version)
+
+class ModelTypes(Mapping):
+    """The model's entity types by name, for a dependency manager's first argument."""
+
+    def __getitem__(self, name):
+        return Entity.named(name)
+
+    def __iter__(self):
+        return iter(())
+
+    def __len__(self):
+        return 0
+
+def run_dependency_managers(request):
+    """The reference's `Exporter._call_dep_manager`: every manager is given the model's types
+    and the resources by id, and may add to their `requires`; what it added is then read back
+    as ids."""
+    global running
+    try:
+        native = tuple(request["native"])
+        managers = [m for m in dependency_managers if not (m.__module__ + ".").startswith(tuple(n + "." for n in native))]
+        if not managers:
+            return json.dumps({"ok": None})
+        objects = []
+        for item in request["dependency_managers"]:
+            cls = resource_classes.get(item["id"][0], (Resource, None))[0]
+            obj = cls.__new__(cls)
+            obj.__dict__.update({k: decode(v) for k, v in item["fields"].items()})
+            obj.id = Id(*item["id"])
+            obj.model = DynamicProxy(item["instance"], item["display"])
+            objects.append(obj)
+        for obj, item in zip(objects, request["dependency_managers"]):
+            obj.requires = {objects[i].id for i in item["requires"]}
+        resources = {obj.id: obj for obj in objects}
+        running = True
+        try:
+            for manager in managers:
+                try:
+                    manager(ModelTypes(), resources)
+                except UnknownException:
+                    pass
+        finally:
+            running = False
+        def cleanup(required):
+            if isinstance(required, str):
+                return Id.parse_id(required)
+            if isinstance(required, Resource):
+                return required.id
+            if isinstance(required, Id):
+                return required
+            raise Exception(
+                f"A dependency manager inserted the object {required!r} of type {type(required)} into a requires "
+                "relation. However, only string, Resource or Id are allowable types "
+            )
+        return json.dumps({"ok": [sorted(cleanup(r).resource_str() for r in obj.requires) for obj in objects]})
+    except BaseException as e:
+        return json.dumps({"error": type(e).__name__, "message": str(e)})
+
 functions = {}
 
 def answer(request):
+    if "resource_type" in request:
+        return describe_resource(request)
+    if "export" in request:
+        return export_fields(request)
+    if "dependency_managers" in request:
+        return run_dependency_managers(request)
     try:
         name = (request["module"], request["function"])
         function = functions.get(name)
@@ -876,6 +1228,8 @@ def answer(request):
             # A set, bytes, a generator, an object: the model has no value for it (the
             # reference keeps it as it is where the annotation is `any`).
             return json.dumps({"unencodable": str(result)})
+    except UnknownException:
+        return json.dumps({"ok": {"__weft_unknown__": None}})
     except UnsetException as e:
         return json.dumps({"unset": e.cell})
     except CompilerException as e:
@@ -917,7 +1271,7 @@ for line in requests:
 "#;
 
 /// How a bridged call failed.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub enum BridgeError {
     /// The plugin raised a Python exception (class, message).
     Python(String, String),
@@ -967,6 +1321,9 @@ pub enum AttributeReply {
     Unset(u32),
     /// The entity has no such attribute: the plugin sees an `AttributeError`.
     NotFound(String),
+    /// The attribute's value is not known: the proxy raises `UnknownException`, which makes
+    /// the plugin's result unknown, or the exported field undefined, as in the reference.
+    Unknown,
     /// Another error of the evaluator (`OptionalValueException` for an empty `[0:1]`
     /// relation): raised in the plugin under that name; if the plugin lets it through, its call
     /// fails with it, wrapped.
@@ -1061,6 +1418,33 @@ pub struct PluginContext {
     pub namespace: Option<String>,
 }
 
+/// Sends one request to the server of `packages` (started if it is not running) and reads
+/// its response, answering the questions the server asks on the way. What the server's code
+/// wrote goes to `output`. Returns the response, and what takes host paths out of its texts.
+fn exchange(
+    sandboxes: &Sandboxes,
+    servers: &mut Servers,
+    packages: &[(String, PathBuf)],
+    request: &Json,
+    output: Output<'_>,
+    requests: &mut dyn FnMut(Request<'_>) -> Reply,
+) -> Result<(Json, Scrub), BridgeError> {
+    // Held for the whole exchange: calls into Python are one at a time.
+    let mut sandboxes = sandboxes.lock();
+    let sandbox = sandboxes.get(packages).map_err(|e| BridgeError::Unavailable(e.to_string()))?;
+    let scrub = sandbox.scrub.clone();
+    let response = servers.exchange(&sandbox.dir, &scrub, request, requests)?;
+    let lines = |key: &str| {
+        let text = response.get(key).and_then(Json::as_str).filter(|text| !text.is_empty())?;
+        // `print` ends its text with a newline, which the lines leave implicit.
+        let text = scrub.apply(text);
+        Some(text.strip_suffix('\n').unwrap_or(&text).split('\n').map(str::to_string).collect::<Vec<_>>())
+    };
+    output.prints.extend(lines("out").unwrap_or_default());
+    output.errors.extend(lines("err").unwrap_or_default());
+    Ok((response, scrub))
+}
+
 /// Calls `function` of the Python module `module` (`inmanta_plugins.mod.sub`), whose
 /// package `inmanta_plugins.mod` is the directory `package` (see
 /// [`crate::modules::Modules::python_dir`]), in the package's server (started if it is not
@@ -1079,9 +1463,6 @@ pub fn call(
     requests: &mut dyn FnMut(Request<'_>) -> Reply,
 ) -> Result<Returned, BridgeError> {
     let PluginCall { packages, module, function, args, kwargs, context } = call;
-    let mut sandboxes = sandboxes.lock();
-    let sandbox = sandboxes.get(packages).map_err(|e| BridgeError::Unavailable(e.to_string()))?;
-    let scrub = &sandbox.scrub;
     let request = json!({
         "module": module,
         "function": function,
@@ -1091,15 +1472,13 @@ pub fn call(
             json!({"position": c.position, "data_dir": c.data_dir.to_string_lossy(), "namespace": c.namespace})
         }),
     });
-    let response = servers.exchange(&sandbox.dir, scrub, &request, requests)?;
-    let lines = |key: &str| {
-        let text = response.get(key).and_then(Json::as_str).filter(|text| !text.is_empty())?;
-        // `print` ends its text with a newline, which the lines leave implicit.
-        let text = scrub.apply(text);
-        Some(text.strip_suffix('\n').unwrap_or(&text).split('\n').map(str::to_string).collect::<Vec<_>>())
-    };
-    output.prints.extend(lines("out").unwrap_or_default());
-    output.errors.extend(lines("err").unwrap_or_default());
+    let (response, scrub) = exchange(sandboxes, servers, packages, &request, output, requests)?;
+    returned(&response, &scrub)
+}
+
+/// What a response of the driver (`answer`, `field_outcome`) says a Python function gave:
+/// its value, or how it failed.
+fn returned(response: &Json, scrub: &Scrub) -> Result<Returned, BridgeError> {
     if let Some(v) = response.get("ok") {
         let is_tuple = v.as_object().is_some_and(|m| m.len() == 1 && m.contains_key("__weft_tuple__"));
         return Ok(Returned { value: from_json(v), is_tuple });
@@ -1125,6 +1504,171 @@ pub fn call(
         response.get("error").and_then(Json::as_str).unwrap_or("Exception").to_string(),
         scrub.apply(response.get("message").and_then(Json::as_str).unwrap_or_default()),
     ))
+}
+
+/// A resource class that a module's Python code registers (`@resource`), as the driver
+/// describes it for the export.
+#[derive(Debug)]
+pub struct ResourceClass {
+    /// The attribute path to the agent (`host.name`).
+    pub agent: String,
+    pub id_attribute: String,
+    /// Every field (the class's `fields` merged with its bases'), each with how it is mapped:
+    /// `attr` (read from the instance), `python` (a `get_<field>` method or a `map` entry of
+    /// the module's code), or the name of one of the getters of the bases that the stand-in
+    /// `inmanta.resources` defines (`send_event`, `receive_events`, `report_only`, `managed`,
+    /// `references`, `mutators`).
+    pub fields: Vec<(String, String)>,
+}
+
+/// Asks the server of `packages` for the resource class registered for the entity type
+/// `entity`, importing the Python modules `modules` first (the one that registers it).
+pub fn describe_resource(
+    sandboxes: &Sandboxes,
+    servers: &mut Servers,
+    packages: &[(String, PathBuf)],
+    entity: &str,
+    modules: &[String],
+    output: Output<'_>,
+    requests: &mut dyn FnMut(Request<'_>) -> Reply,
+) -> Result<ResourceClass, BridgeError> {
+    let request = json!({"resource_type": entity, "modules": modules});
+    let (response, scrub) = exchange(sandboxes, servers, packages, &request, output, requests)?;
+    let Some(class) = response.get("ok") else {
+        return Err(returned(&response, &scrub)
+            .err()
+            .unwrap_or_else(|| BridgeError::Unavailable("the Python bridge described no resource class".to_string())));
+    };
+    let text = |key: &str| class.get(key).and_then(Json::as_str).unwrap_or_default().to_string();
+    let fields = class.get("fields").and_then(Json::as_array).map_or(&[][..], Vec::as_slice);
+    Ok(ResourceClass {
+        agent: text("agent"),
+        id_attribute: text("id_attribute"),
+        fields: fields
+            .iter()
+            .filter_map(|field| match field.as_array().map(Vec::as_slice) {
+                Some([Json::String(name), Json::String(kind)]) => Some((name.clone(), kind.clone())),
+                _ => None,
+            })
+            .collect(),
+    })
+}
+
+/// What one field's getter gave, for the export.
+#[derive(Debug)]
+pub enum FieldOutcome {
+    Value(Value),
+    /// It read a value that is not known (`UnknownException`): the field is undefined.
+    Unknown,
+    /// It raised `IgnoreResourceException`: the resource is left out.
+    Ignore,
+    Failed(BridgeError),
+}
+
+/// The Python-mapped fields of one resource, for the export.
+#[derive(Debug)]
+pub struct ExportedFields {
+    /// The id attribute's `str()`, when the class maps it.
+    pub id: Option<FieldOutcome>,
+    /// The fields asked for, in order.
+    pub fields: Vec<FieldOutcome>,
+    /// The files the getters uploaded (`exporter.upload_file`): hash and content.
+    pub files: Vec<(String, Vec<u8>)>,
+}
+
+/// Runs the getters of `fields` of the resource class registered for `entity` on an
+/// instance (a proxy, as the reference's exporter passes), and of `id_field` first if the
+/// class maps the id attribute. The class must have been described first
+/// ([`describe_resource`]).
+#[allow(clippy::too_many_arguments)]
+pub fn export_fields(
+    sandboxes: &Sandboxes,
+    servers: &mut Servers,
+    packages: &[(String, PathBuf)],
+    entity: &str,
+    instance: &BridgeValue,
+    id_field: Option<&str>,
+    fields: &[&str],
+    output: Output<'_>,
+    requests: &mut dyn FnMut(Request<'_>) -> Reply,
+) -> Result<ExportedFields, BridgeError> {
+    let request = json!({"export": entity, "instance": to_json(instance), "id": id_field, "fields": fields});
+    let (response, scrub) = exchange(sandboxes, servers, packages, &request, output, requests)?;
+    let Some(exported) = response.get("ok") else {
+        return Err(returned(&response, &scrub)
+            .err()
+            .unwrap_or_else(|| BridgeError::Unavailable("the Python bridge mapped no fields".to_string())));
+    };
+    let outcome = |response: &Json| {
+        if response.get("unknown").is_some() {
+            FieldOutcome::Unknown
+        } else if response.get("ignore").is_some() {
+            FieldOutcome::Ignore
+        } else {
+            match returned(response, &scrub) {
+                Ok(returned) => FieldOutcome::Value(returned.value),
+                Err(e) => FieldOutcome::Failed(e),
+            }
+        }
+    };
+    let files = exported.get("files").and_then(Json::as_array).map_or(&[][..], Vec::as_slice);
+    Ok(ExportedFields {
+        id: exported.get("id").map(outcome),
+        fields: exported
+            .get("fields")
+            .and_then(Json::as_array)
+            .map_or(&[][..], Vec::as_slice)
+            .iter()
+            .map(outcome)
+            .collect(),
+        files: files
+            .iter()
+            .filter_map(|file| match file.as_array().map(Vec::as_slice) {
+                Some([Json::String(hash), Json::String(hex)]) => Some((hash.clone(), from_hex(hex)?)),
+                _ => None,
+            })
+            .collect(),
+    })
+}
+
+/// Runs the dependency managers that the imported Python code registered, except those of
+/// the packages in `native` (which the export runs natively), over `resources` (each with its
+/// id's parts, instance, fields and `requires` as indices into the list). Gives every
+/// resource's `requires` afterwards, as id texts, or `None` when no manager ran.
+#[allow(clippy::too_many_arguments)]
+pub fn dependency_managers(
+    sandboxes: &Sandboxes,
+    servers: &mut Servers,
+    packages: &[(String, PathBuf)],
+    resources: &[Json],
+    native: &[&str],
+    output: Output<'_>,
+    requests: &mut dyn FnMut(Request<'_>) -> Reply,
+) -> Result<Option<Vec<Vec<String>>>, BridgeError> {
+    let request = json!({"dependency_managers": resources, "native": native});
+    let (response, scrub) = exchange(sandboxes, servers, packages, &request, output, requests)?;
+    match response.get("ok") {
+        Some(Json::Null) => Ok(None),
+        Some(Json::Array(lists)) => Ok(Some(
+            lists
+                .iter()
+                .map(|ids| {
+                    ids.as_array().into_iter().flatten().filter_map(|id| id.as_str().map(str::to_string)).collect()
+                })
+                .collect(),
+        )),
+        _ => Err(returned(&response, &scrub)
+            .err()
+            .unwrap_or_else(|| BridgeError::Unavailable("the Python bridge ran no dependency manager".to_string()))),
+    }
+}
+
+/// Bytes written as hexadecimal digits (Python's `bytes.hex()`).
+fn from_hex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len()).step_by(2).map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok()).collect()
 }
 
 /// A running `python3` serving one plugin package's calls.
@@ -1234,6 +1778,7 @@ impl Server {
                 Reply::Attribute(AttributeReply::Value(value)) => json!({"ok": to_json(&value)}),
                 Reply::Attribute(AttributeReply::Unset(cell)) => json!({"unset": cell}),
                 Reply::Attribute(AttributeReply::NotFound(message)) => json!({"not_found": message}),
+                Reply::Attribute(AttributeReply::Unknown) => json!({"unknown": true}),
                 Reply::Attribute(AttributeReply::Error { kind, message }) => json!({"error": kind, "message": message}),
                 Reply::ModuleFile(Ok(text)) => json!({"ok": text}),
                 Reply::Entity(Ok(answer)) => json!({"ok": answer}),
@@ -1354,7 +1899,7 @@ impl Drop for Server {
 }
 
 /// The host paths a message may contain, each with what it is replaced by.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Scrub {
     replacements: Vec<(String, String)>,
 }
@@ -1430,8 +1975,11 @@ impl Drop for Sandbox {
 ///
 /// They belong to the evaluation, not to the modules (which a host may evaluate again and
 /// again, from several threads): the reference imports the plugins afresh for each compile, so
-/// module state must not carry from one evaluation into the next. The runtime's host drops them
-/// when the evaluation ends, before the modules and their sandboxes go.
+/// module state must not carry from one evaluation into the next. They live with the runtime's
+/// host, which an evaluated model keeps for its export (the reference exports in the process
+/// that compiled, so the resource classes see the plugins' module state); dropping the host,
+/// when the evaluation failed or the model is let go, stops them, before the modules and their
+/// sandboxes go.
 #[derive(Debug)]
 pub struct Servers {
     /// The interpreter the servers run: a Python environment's, or `python3` from `PATH`.
@@ -1456,11 +2004,6 @@ impl Servers {
             working_dir: working_dir.map(Path::to_path_buf),
             running: BTreeMap::new(),
         }
-    }
-
-    /// Stops every server: the evaluation is over.
-    pub fn stop(&mut self) {
-        self.running.clear();
     }
 
     /// One call's request and response, through the sandbox's server, started if need be.

@@ -51,7 +51,11 @@ pub(crate) fn resource_id<A: Attributes>(
 
 /// Follows the type's agent path (`host.name`) from the instance; the first element of a list
 /// on the way is taken, as the reference does.
-fn agent<A: Attributes>(ty: &ResourceType, instance: u32, attributes: &mut A) -> Result<String, IdFailure<A::Wait>> {
+pub(crate) fn agent<A: Attributes>(
+    ty: &ResourceType,
+    instance: u32,
+    attributes: &mut A,
+) -> Result<String, IdFailure<A::Wait>> {
     let mut current = Value::Instance(instance);
     for (n, step) in ty.agent.split('.').enumerate() {
         if let Value::List(items) = &current {
@@ -104,7 +108,7 @@ fn agent<A: Attributes>(ty: &ResourceType, instance: u32, attributes: &mut A) ->
 /// The id attribute's value as `str()` writes it. Every native type's id attribute is a plain
 /// attribute (no `get_` method), read as `map_field` reads one.
 fn id_value<A: Attributes>(ty: &ResourceType, instance: u32, attributes: &mut A) -> Result<String, IdFailure<A::Wait>> {
-    let name = ty.id_attribute;
+    let name = ty.id_attribute.as_str();
     let value = match attributes.read(instance, name).map_err(IdFailure::Wait)? {
         Read::Value(value) => value,
         Read::Missing => {

@@ -17,6 +17,7 @@
 //! The order of resources follows the registration order of their types and, within a type,
 //! the order in which instances were created; the reference's is the same up to its sets.
 
+mod bridged;
 mod fs;
 mod id;
 mod types;
@@ -36,6 +37,7 @@ use weft_vm::{Machine, Peeked};
 
 use crate::graph::{Resource, ResourceGraph, write_json, write_json_str};
 use crate::modules::Modules;
+use crate::python;
 pub(crate) use id::{Attributes, IdFailure, resource_id};
 use types::Getter;
 pub use types::{Registration, STD_SOURCE, registered_in_source, registrations};
@@ -47,12 +49,18 @@ pub struct Model {
     /// The program's names, to find attributes by name: the export reads several per resource.
     /// Made at the first read; a compile that exports nothing never needs it.
     symbols: std::sync::OnceLock<hashbrown::HashMap<String, Symbol>>,
+    /// The evaluation's host, with its Python servers: the export runs the resource classes
+    /// of modules' Python code in them ([`bridged`]), one request at a time. Dropping it stops
+    /// them.
+    host: std::sync::Mutex<Option<Box<crate::RuntimeHost>>>,
 }
 
 impl Model {
     /// Releases the model at the end of a command without freeing its tables (see
-    /// [`Machine::release_without_freeing`]).
+    /// [`Machine::release_without_freeing`]). The host is dropped, which stops its Python
+    /// servers.
     pub fn release_without_freeing(self) {
+        drop(self.host);
         self.machine.release_without_freeing();
     }
 }
@@ -85,9 +93,9 @@ pub(crate) enum Read {
 impl Model {
     /// The model of a machine that finished evaluating. What only the evaluation needed is
     /// freed here (`Machine::shed_evaluation_state`), before the export allocates.
-    pub(crate) fn new(mut machine: Machine) -> Model {
+    pub(crate) fn new(mut machine: Machine, host: Option<Box<crate::RuntimeHost>>) -> Model {
         machine.shed_evaluation_state();
-        Model { machine, symbols: std::sync::OnceLock::new() }
+        Model { machine, symbols: std::sync::OnceLock::new(), host: std::sync::Mutex::new(host) }
     }
 
     pub fn program(&self) -> &Program {
@@ -223,25 +231,45 @@ impl Attributes for ModelAttributes<'_> {
 pub struct Export {
     pub graph: ResourceGraph,
     pub warnings: Vec<Diagnostic>,
+    /// What the modules' Python code printed while it mapped resources, and wrote to its
+    /// error stream (as an evaluation's `Outcome` has them).
+    pub prints: Vec<String>,
+    pub plugin_messages: Vec<String>,
 }
 
 /// Why an export failed: the diagnostics, errors first.
 #[derive(Debug)]
 pub struct ExportError {
     pub diagnostics: Vec<Diagnostic>,
+    /// As for [`Export`].
+    pub prints: Vec<String>,
+    pub plugin_messages: Vec<String>,
 }
 
 /// Builds the resource graph of an evaluated model. The modules' Python sources declare which
 /// entity types are resources: `modules` reads them from the modules' directories, or carries
 /// the registrations read when an artifact was built ([`Modules::registrations`]).
+///
+/// The resources of a type whose Python class weft has no native mapping for are mapped by
+/// that class, in the evaluation's Python server ([`bridged`]); so are the dependency managers
+/// of the modules' Python code.
 pub fn export(model: &Model, modules: &Modules) -> Result<Export, ExportError> {
-    let mut exporter = Exporter::new(model, modules);
-    match exporter.run() {
-        Ok(()) => Ok(Export { graph: exporter.graph, warnings: exporter.warnings }),
+    let mut host = model.host.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut host = host.as_deref_mut();
+    let bridged = match host.as_deref_mut() {
+        Some(host) => bridged::map(model, host, modules),
+        None => bridged::Bridged::default(),
+    };
+    let mut exporter = Exporter::new(model, modules, &bridged, host);
+    let result = exporter.run();
+    let (prints, plugin_messages) =
+        exporter.host.as_deref_mut().map(crate::RuntimeHost::take_output).unwrap_or_default();
+    match result {
+        Ok(()) => Ok(Export { graph: exporter.graph, warnings: exporter.warnings, prints, plugin_messages }),
         Err(error) => {
             let mut diagnostics = vec![error];
             diagnostics.extend(exporter.warnings);
-            Err(ExportError { diagnostics })
+            Err(ExportError { diagnostics, prints, plugin_messages })
         }
     }
 }
@@ -282,6 +310,9 @@ struct Mapping {
 struct Exporter<'m> {
     model: &'m Model,
     modules: &'m Modules,
+    bridged: &'m bridged::Bridged,
+    /// The evaluation's host, for the dependency managers of the modules' Python code.
+    host: Option<&'m mut crate::RuntimeHost>,
     graph: ResourceGraph,
     warnings: Vec<Diagnostic>,
     /// The resource of each instance, by instance (`NO_RESOURCE` for an instance that is not
@@ -326,10 +357,17 @@ fn rehash_id(id_hashes: &[u64]) -> impl Fn(&usize) -> u64 + '_ {
 }
 
 impl<'m> Exporter<'m> {
-    fn new(model: &'m Model, modules: &'m Modules) -> Self {
+    fn new(
+        model: &'m Model,
+        modules: &'m Modules,
+        bridged: &'m bridged::Bridged,
+        host: Option<&'m mut crate::RuntimeHost>,
+    ) -> Self {
         Exporter {
             model,
             modules,
+            bridged,
+            host,
             graph: ResourceGraph::default(),
             warnings: Vec::new(),
             resource_of: vec![NO_RESOURCE; model.instance_count()],
@@ -354,7 +392,15 @@ impl<'m> Exporter<'m> {
         for registration in &registered {
             let Some(entity) = program.entity_by_name(&registration.name) else { continue };
             let instances = model.instances_of(entity);
-            let Some(ty) = types::native(&registration.name) else {
+            let ty = match self.bridged.types.get(&registration.name) {
+                Some(Ok(ty)) => Some(ty),
+                Some(Err(error)) => {
+                    unsupported = Some(error.clone());
+                    break;
+                }
+                None => types::native(&registration.name),
+            };
+            let Some(ty) = ty else {
                 if let Some(&first) = instances.first() {
                     let source = self.modules.source_display(registration);
                     unsupported = Some(unsupported_type(registration, &source, model.location_of(first)));
@@ -365,7 +411,7 @@ impl<'m> Exporter<'m> {
             let plan = plans.len();
             plans.push(TypePlan {
                 layout: crate::graph::FieldLayout::new(&mapped_field_names(ty)),
-                symbols: mapping_order(ty).map(|&(name, _)| model.symbol(name)).collect(),
+                symbols: mapping_order(ty).map(|(name, _)| model.symbol(name)).collect(),
             });
             work.extend(instances.into_iter().map(|instance| (ty, plan, instance)));
         }
@@ -373,9 +419,12 @@ impl<'m> Exporter<'m> {
         // parallel on rayon's pool. The outcome is then taken in export order, so the first
         // error is the one a resource-by-resource export meets, whatever the threads.
         let id_hasher = &self.id_hasher;
+        let bridged = &self.bridged.instances;
         let mapped: Vec<Result<Mapping, Stop>> = work
             .par_iter()
-            .map(|&(ty, plan, instance)| Self::map_resource(model, id_hasher, ty, &plans[plan], instance))
+            .map(|&(ty, plan, instance)| {
+                Self::map_resource(model, id_hasher, ty, &plans[plan], instance, bridged.get(&instance))
+            })
             .collect();
         // Sized once: grown by doubling, the vectors would hold the old and the new buffer
         // at once, next to every mapped resource.
@@ -399,6 +448,7 @@ impl<'m> Exporter<'m> {
         self.check_resource_sets()?;
         self.convert_requires(&ignored);
         fs::dir_before_file(self)?;
+        bridged::dependency_managers(self)?;
         for resource in &mut self.graph.resources {
             resource.requires.sort_unstable();
             resource.requires.dedup();
@@ -415,14 +465,30 @@ impl<'m> Exporter<'m> {
         ty: &ResourceType,
         plan: &TypePlan,
         instance: u32,
+        bridged: Option<&Result<python::ExportedFields, Diagnostic>>,
     ) -> Result<Mapping, Stop> {
         let location = model.location_of(instance);
-        let id = match resource_id(ty, instance, &mut ModelAttributes(model)) {
+        let bridged = match bridged {
+            Some(Ok(fields)) => Some(fields),
+            Some(Err(error)) => return Err(Stop::Error(error.clone())),
+            None => None,
+        };
+        let id = match bridged.and_then(|b| b.id.as_ref()) {
+            Some(outcome) => bridged::mapped_id(model, ty, instance, outcome),
+            None => resource_id(ty, instance, &mut ModelAttributes(model)),
+        };
+        let id = match id {
             Ok(id) => id,
             Err(IdFailure::Unknown) => return Err(Stop::Ignore),
             Err(IdFailure::Error(kind, message)) => return Err(Stop::Error(error_at(kind, message, location))),
             Err(IdFailure::Wait(never)) => match never {},
         };
+        // A getter that asks to leave the resource out wins over the others' errors, as
+        // `managed=false` does (see `mapping_order`).
+        if bridged.is_some_and(|b| b.fields.iter().any(|f| matches!(f, python::FieldOutcome::Ignore))) {
+            return Err(Stop::Ignore);
+        }
+        let mut python_fields = bridged.map(|b| b.fields.iter());
         let mut id_text = String::new();
         let id_hash = id_text_hash(id_hasher, &id, &mut id_text);
         let mut collector = values::ReferenceCollector::new(id_text);
@@ -432,7 +498,8 @@ impl<'m> Exporter<'m> {
         let mut spans: Vec<(usize, usize)> = Vec::with_capacity(ty.fields.len());
         let mut undefined = false;
         let mut files = Vec::new();
-        for (&(name, getter), &symbol) in mapping_order(ty).zip(&plan.symbols) {
+        for ((name, getter), &symbol) in mapping_order(ty).zip(&plan.symbols) {
+            let (name, getter) = (name.as_str(), *getter);
             let start = text.len();
             let known = match getter {
                 Getter::FileHash => match fs::file_content(model, instance, location)? {
@@ -446,6 +513,28 @@ impl<'m> Exporter<'m> {
                     None => {
                         text.extend_from_slice(b"null");
                         true
+                    }
+                },
+                Getter::Python => match python_fields.as_mut().and_then(Iterator::next) {
+                    Some(python::FieldOutcome::Value(value)) => {
+                        let display = |v: &Value| model.display(v);
+                        collector.collect_text(&display, value, values::FieldPath::Field(name), &mut text).map_err(
+                            |cause| {
+                                let (kind, message) =
+                                    bridged::failure(&ty.name, name, python::BridgeError::Unencodable(cause));
+                                Stop::Error(error_at(kind, message, location))
+                            },
+                        )?
+                    }
+                    Some(python::FieldOutcome::Unknown) => false,
+                    Some(python::FieldOutcome::Ignore) => return Err(Stop::Ignore),
+                    Some(python::FieldOutcome::Failed(e)) => {
+                        let (kind, message) = bridged::failure(&ty.name, name, e.clone());
+                        return Err(Stop::Error(error_at(kind, message, location)));
+                    }
+                    None => {
+                        let message = format!("the Python bridge gave no value for field '{name}' of {}", ty.name);
+                        return Err(Stop::Error(error_at(ErrorKind::CompilerException, message, location)));
                     }
                 },
                 _ => values::map_field(model, ty, (name, getter), symbol, instance, &mut collector, &mut text)?,
@@ -462,6 +551,9 @@ impl<'m> Exporter<'m> {
             let start = text.len();
             write_json(&mut text, &list);
             spans.push((start, text.len()));
+        }
+        if let Some(bridged) = bridged {
+            files.extend(bridged.files.iter().cloned());
         }
         let fields = crate::graph::Fields::from_layout(&plan.layout, &text, &spans);
         Ok(Mapping { resource: Resource { id, fields, requires: Vec::new(), undefined }, id_hash, files })
@@ -649,7 +741,7 @@ impl<'m> Exporter<'m> {
 /// order of a Python set, which changes with the process's hash seed, so a resource that is
 /// ignored and has a field that fails to map is dropped by some of its runs and fails the
 /// export in others; weft always drops it, as the user asked.
-fn mapping_order(ty: &ResourceType) -> impl Iterator<Item = &(&'static str, Getter)> {
+fn mapping_order(ty: &ResourceType) -> impl Iterator<Item = &(String, Getter)> {
     let mapped = ty.fields.iter().filter(|(_, getter)| !matches!(getter, Getter::References | Getter::Mutators));
     let ignores = |getter: &Getter| matches!(getter, Getter::Managed | Getter::IgnoreResource);
     mapped.clone().filter(move |(_, getter)| ignores(getter)).chain(mapped.filter(move |(_, getter)| !ignores(getter)))
@@ -657,8 +749,8 @@ fn mapping_order(ty: &ResourceType) -> impl Iterator<Item = &(&'static str, Gett
 
 /// The names of the fields `map_resource` makes for a type, in the order it makes them: those
 /// of [`mapping_order`], then the two it collects while mapping them.
-fn mapped_field_names(ty: &ResourceType) -> Vec<&'static str> {
-    mapping_order(ty).map(|&(name, _)| name).chain(["references", "mutators"]).collect()
+fn mapped_field_names(ty: &ResourceType) -> Vec<&str> {
+    mapping_order(ty).map(|(name, _)| name.as_str()).chain(["references", "mutators"]).collect()
 }
 
 /// A registered type without a native export; `source` is the registering Python file as
@@ -836,7 +928,7 @@ mod tests {
         mapped_field_names(ty)
             .into_iter()
             .enumerate()
-            .map(|(i, field)| (field.into(), serde_json::Value::from(i)))
+            .map(|(i, field)| (field.to_string().into(), serde_json::Value::from(i)))
             .collect()
     }
 
@@ -864,10 +956,12 @@ mod tests {
         }
         // A type with a repeated name, and a field named like one of the two added at the end.
         let repeated = ResourceType {
-            name: "test::Repeated",
-            agent: "agent",
-            id_attribute: "b",
-            fields: &[("b", Getter::Attr), ("a", Getter::Attr), ("b", Getter::Attr), ("references", Getter::Attr)],
+            name: "test::Repeated".to_string(),
+            agent: "agent".to_string(),
+            id_attribute: "b".to_string(),
+            fields: [("b", Getter::Attr), ("a", Getter::Attr), ("b", Getter::Attr), ("references", Getter::Attr)]
+                .map(|(name, getter)| (name.to_string(), getter))
+                .into(),
         };
         assert_eq!(made(&repeated).len(), 6);
         let ordered = ordered(&repeated);

@@ -41,16 +41,39 @@ pub(crate) enum Getter {
     Permissions,
     /// `mitogen::abc.Resource.get_via`: the serialized mitogen context of the resource.
     Via,
+    /// A `get_<field>` method or a `map` entry of a resource class of a module's Python code,
+    /// run through the Python bridge (`super::bridged`).
+    Python,
 }
 
-/// A resource type weft exports natively.
+/// A resource type as the export maps it: one of weft's native types, or one whose Python
+/// class a module's code registers, described by the Python bridge.
 #[derive(Debug)]
 pub(crate) struct ResourceType {
-    pub name: &'static str,
+    pub name: String,
     /// The attribute path to the agent name, e.g. `host.name`.
-    pub agent: &'static str,
-    pub id_attribute: &'static str,
-    pub fields: &'static [(&'static str, Getter)],
+    pub agent: String,
+    pub id_attribute: String,
+    pub fields: Vec<(String, Getter)>,
+}
+
+/// A native type as written in [`NATIVE`].
+struct NativeType {
+    name: &'static str,
+    agent: &'static str,
+    id_attribute: &'static str,
+    fields: &'static [(&'static str, Getter)],
+}
+
+impl NativeType {
+    fn to_resource_type(&self) -> ResourceType {
+        ResourceType {
+            name: self.name.to_string(),
+            agent: self.agent.to_string(),
+            id_attribute: self.id_attribute.to_string(),
+            fields: self.fields.iter().map(|&(name, getter)| (name.to_string(), getter)).collect(),
+        }
+    }
 }
 
 use Getter::*;
@@ -72,8 +95,8 @@ macro_rules! fields {
     };
 }
 
-const NATIVE: &[ResourceType] = &[
-    ResourceType {
+const NATIVE: &[NativeType] = &[
+    NativeType {
         name: "std::testing::NullResource",
         agent: "agentname",
         id_attribute: "name",
@@ -86,13 +109,13 @@ const NATIVE: &[ResourceType] = &[
             ("managed", Managed)
         ),
     },
-    ResourceType {
+    NativeType {
         name: "std::AgentConfig",
         agent: "agent",
         id_attribute: "agentname",
         fields: fields!(("agentname", Attr), ("uri", Attr), ("autostart", IgnoreResource)),
     },
-    ResourceType {
+    NativeType {
         name: "fs::File",
         agent: "host.name",
         id_attribute: "path",
@@ -106,19 +129,19 @@ const NATIVE: &[ResourceType] = &[
             ("via", Via)
         ),
     },
-    ResourceType {
+    NativeType {
         name: "fs::Directory",
         agent: "host.name",
         id_attribute: "path",
         fields: fields!(("path", Attr), ("owner", Attr), ("group", Attr), ("permissions", Permissions), ("via", Via)),
     },
-    ResourceType {
+    NativeType {
         name: "fs::Symlink",
         agent: "host.name",
         id_attribute: "dst",
         fields: fields!(("src", Attr), ("dst", Attr), ("via", Via)),
     },
-    ResourceType {
+    NativeType {
         name: "exec::Run",
         agent: "host.name",
         id_attribute: "command",
@@ -141,7 +164,9 @@ const NATIVE: &[ResourceType] = &[
 ];
 
 pub(crate) fn native(name: &str) -> Option<&'static ResourceType> {
-    NATIVE.iter().find(|t| t.name == name)
+    static TYPES: std::sync::LazyLock<Vec<ResourceType>> =
+        std::sync::LazyLock::new(|| NATIVE.iter().map(NativeType::to_resource_type).collect());
+    TYPES.iter().find(|t| t.name == name)
 }
 
 pub(crate) fn native_names() -> Vec<&'static str> {
@@ -224,25 +249,101 @@ fn python_sources(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The entity names registered by `@resource("…")` / `@inmanta.resources.resource("…")`
-/// decorators in a Python source text.
+/// The entity names registered by `@resource(...)` / `@inmanta.resources.resource(...)`
+/// decorators in a Python source text: the first argument when it is a string, or the `name=`
+/// keyword argument. The call may span lines, as formatters write it:
+///
+/// ```python
+/// @inmanta.resources.resource(
+///     name="files::TextFile",
+///     id_attribute="path",
+///     agent="host.name",
+/// )
+/// ```
 pub fn registered_in_source(text: &str) -> Vec<String> {
     let mut names = Vec::new();
-    for line in text.lines() {
-        let line = line.trim_start();
-        let Some(decorator) = line.strip_prefix('@') else { continue };
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        let start = offset;
+        offset += line.len();
+        let trimmed = line.trim_start();
+        let Some(decorator) = trimmed.strip_prefix('@') else { continue };
         let Some(open) = decorator.find('(') else { continue };
         let callee = decorator[..open].trim();
         if callee != "resource" && !callee.ends_with(".resource") {
             continue;
         }
-        let argument = decorator[open + 1..].trim_start();
-        let Some(quote) = argument.chars().next().filter(|c| *c == '"' || *c == '\'') else { continue };
-        if let Some(end) = argument[1..].find(quote) {
-            names.push(argument[1..1 + end].to_string());
+        let arguments_start = start + (line.len() - trimmed.len()) + 1 + open + 1;
+        if let Some(name) = registered_name(&text[arguments_start..]) {
+            names.push(name);
         }
     }
     names
+}
+
+/// The registered name in the arguments of a `resource(...)` call (the text after its `(`):
+/// a string first argument, or the string of `name=`. Only plain string literals count, as the
+/// reference's registrations in real modules are written.
+fn registered_name(arguments: &str) -> Option<String> {
+    let mut rest = arguments;
+    let mut first = true;
+    loop {
+        rest = rest.trim_start();
+        if rest.starts_with(')') || rest.is_empty() {
+            return None;
+        }
+        // A keyword argument: `name = "..."`.
+        let keyword_end = rest.find(|c: char| !(c.is_alphanumeric() || c == '_')).unwrap_or(rest.len());
+        let after_keyword = rest[keyword_end..].trim_start();
+        let (keyword, value) = if keyword_end > 0 && after_keyword.starts_with('=') && !after_keyword.starts_with("==")
+        {
+            (Some(&rest[..keyword_end]), after_keyword[1..].trim_start())
+        } else {
+            (None, rest)
+        };
+        let literal = string_literal(value);
+        match (keyword, &literal) {
+            (None, Some((text, _))) if first => return Some(text.clone()),
+            (Some("name"), Some((text, _))) => return Some(text.clone()),
+            _ => {}
+        }
+        // On to the next argument: past this one's literal, or past the next comma outside
+        // brackets and strings.
+        let after = match literal {
+            Some((_, len)) => &value[len..],
+            None => value,
+        };
+        rest = skip_argument(after)?;
+        first = false;
+    }
+}
+
+/// A string literal at the start of `text` (without prefixes or escapes): its text and the
+/// length of the literal.
+fn string_literal(text: &str) -> Option<(String, usize)> {
+    let quote = text.chars().next().filter(|c| *c == '"' || *c == '\'')?;
+    let end = text[1..].find(quote)?;
+    let body = &text[1..1 + end];
+    (!body.contains('\\') && !body.contains('\n')).then(|| (body.to_string(), end + 2))
+}
+
+/// The text after the current argument's comma; `None` at the call's closing parenthesis.
+fn skip_argument(text: &str) -> Option<&str> {
+    let mut depth = 0usize;
+    let mut quote = None;
+    for (i, c) in text.char_indices() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'') => quote = Some(c),
+            (None, '(' | '[' | '{') => depth += 1,
+            (None, ')' | ']' | '}') if depth == 0 => return None,
+            (None, ')' | ']' | '}') => depth -= 1,
+            (None, ',') if depth == 0 => return Some(&text[i + 1..]),
+            _ => {}
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -258,7 +359,21 @@ class Null: pass
 class File: pass
 @provider("fs::File", name="x")
 @reference("std::Environment")
+@inmanta.resources.resource(
+    name="files::TextFile",
+    id_attribute="path",
+    agent="host.name",
+)
+class TextFile: pass
+@resource(agent="a", id_attribute="b", name='m::Kw')
+@resource(
+    "m::Positional", agent="host.name", id_attribute="path"
+)
+@resource(NAME, agent="a", id_attribute="b")
 "#;
-        assert_eq!(registered_in_source(text), vec!["std::testing::NullResource", "fs::File"]);
+        assert_eq!(
+            registered_in_source(text),
+            vec!["std::testing::NullResource", "fs::File", "files::TextFile", "m::Kw", "m::Positional"]
+        );
     }
 }

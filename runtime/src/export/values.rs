@@ -93,7 +93,8 @@ pub(crate) fn map_field(
             _ => return Err(failed("'mode' is not an attribute of this entity".to_string())),
         },
         Getter::Via => super::fs::via_context(model, instance).map_err(failed)?,
-        Getter::FileHash | Getter::References | Getter::Mutators => Value::NULL,
+        // Made by the export itself, where it maps the resource.
+        Getter::FileHash | Getter::References | Getter::Mutators | Getter::Python => Value::NULL,
     };
     let converted = collector.collect_text(&display, &value, FieldPath::Field(name), out);
     converted.map_err(failed)

@@ -229,8 +229,9 @@ pub enum PluginFailure {
 
 /// What the VM needs from the runtime. A host is `Send + Sync` so that an evaluated machine
 /// can be read from several threads (the export maps resources in parallel); the machine only
-/// ever calls it through `&mut`.
-pub trait Host: Send + Sync {
+/// ever calls it through `&mut`. It is `Any` so that the runtime can take its own host back
+/// from a machine that finished ([`Machine::take_host`]).
+pub trait Host: std::any::Any + Send + Sync {
     /// Calls a plugin; `scope` is the calling statement's scope (for templates).
     fn call_plugin(
         &mut self,
@@ -258,10 +259,6 @@ pub trait Host: Send + Sync {
     fn take_messages(&mut self) -> Vec<String> {
         Vec::new()
     }
-
-    /// The evaluation is over: the host lets go of what it held for plugins outside the
-    /// process (the runtime's Python servers), so that the next evaluation starts afresh.
-    fn finish(&mut self) {}
 
     /// The primitive type a reference resolves to (`Reference[T]`'s `T`), when the host knows
     /// its class: an attribute takes a reference to a value of its own type or of a subtype.
@@ -1366,6 +1363,13 @@ impl Machine {
             mb(&self.instances),
             std::mem::size_of::<Instance>(),
         )
+    }
+
+    /// Takes the host out of the machine, which has none afterwards: the runtime keeps its
+    /// host next to an evaluated model, for what the export still asks of it (the Python
+    /// servers that map resources).
+    pub fn take_host(&mut self) -> Option<Box<dyn Host>> {
+        self.host.take()
     }
 
     /// Runs `f` with the host.
