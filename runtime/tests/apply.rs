@@ -204,6 +204,58 @@ fn files_directories_and_symlinks_are_created_then_left_alone() {
     assert_eq!(second.render_text(), "no changes: 4 resources already up to date\n");
 }
 
+/// A resource of the files module, as its Python classes export it (text content inline, the
+/// link's own path as `path` and its target as `target`).
+fn files_resource(kind: &str, path: &str, fields: Json, requires: &[&str]) -> Json {
+    let mut all = json!({"path": path, "permissions": null, "owner": null, "group": null, "managed": true,
+                         "purge_on_delete": false, "via": {"method_name": "local", "name": ""}});
+    for (key, value) in fields.as_object().unwrap() {
+        all[key] = value.clone();
+    }
+    resource(&format!("files::{kind}[{HOST},path={path}]"), all, requires)
+}
+
+#[test]
+fn the_files_modules_text_files_directories_and_symlinks_deploy() {
+    let scratch = Scratch::new();
+    let directory = |path: &str, fields: Json| files_resource("Directory", path, fields, &[]);
+    let graph = graph(
+        vec![
+            directory("/srv/app/conf.d", json!({"create_parents": true, "permissions": 750})),
+            files_resource(
+                "TextFile",
+                "/srv/app/conf.d/a.conf",
+                json!({"content": "a=1\n", "permissions": 640}),
+                &["files::Directory[host1,path=/srv/app/conf.d]"],
+            ),
+            files_resource(
+                "Symlink",
+                "/srv/app/current",
+                json!({"target": "/srv/app/conf.d/a.conf"}),
+                &["files::TextFile[host1,path=/srv/app/conf.d/a.conf]"],
+            ),
+        ],
+        &[],
+    );
+    let first = scratch.apply(&graph);
+    assert_eq!(first.summary().changed, 3, "{}", first.render_text());
+    assert_eq!(std::fs::read(scratch.host("/srv/app/conf.d/a.conf")).unwrap(), b"a=1\n");
+    assert_eq!(mode(&scratch.host("/srv/app/conf.d")), 0o750);
+    assert_eq!(mode(&scratch.host("/srv/app/conf.d/a.conf")), 0o640);
+    // The parents the directory made take the mode of the scratch root above them.
+    assert_eq!(mode(&scratch.host("/srv")), mode(scratch.root()));
+    assert_eq!(std::fs::read_link(scratch.host("/srv/app/current")).unwrap(), scratch.host("/srv/app/conf.d/a.conf"));
+    let second = scratch.apply(&graph);
+    assert_eq!(second.summary().unchanged, 3, "{}", second.render_text());
+
+    // A link pointing elsewhere is replaced, and reported under the module's field name.
+    std::fs::remove_file(scratch.host("/srv/app/current")).unwrap();
+    std::os::unix::fs::symlink("/elsewhere", scratch.host("/srv/app/current")).unwrap();
+    let third = scratch.apply(&graph);
+    assert_eq!(third.summary().changed, 1, "{}", third.render_text());
+    assert!(third.render_text().contains("target"), "{}", third.render_text());
+}
+
 #[test]
 fn drifted_files_are_repaired_in_place_or_rewritten() {
     let scratch = Scratch::new();

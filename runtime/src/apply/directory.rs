@@ -1,9 +1,11 @@
-//! `fs::Directory`: a directory with mode, owner and group.
+//! `fs::Directory` and `files::Directory`: a directory with mode, owner and group.
 //!
 //! As the reference's `DirectoryHandler`: the directory is created without its parents (they
 //! are resources of their own), only the attributes the model sets are compared, and `purged`
 //! removes the directory with everything in it (the reference's `rmdir` proxy call is
-//! `shutil.rmtree`).
+//! `shutil.rmtree`). A `files::Directory` with `create_parents` makes its missing parents
+//! first, as the files module's handler does: each with the mode, owner and group of the
+//! nearest parent that exists (the owner and group only when the apply runs as root).
 
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
@@ -24,6 +26,8 @@ pub(super) struct DesiredDirectory {
     permissions: Option<Permissions>,
     owner: Option<String>,
     group: Option<String>,
+    /// Make the missing parents too (`files::Directory`; fs's has no such field).
+    create_parents: bool,
     purged: bool,
 }
 
@@ -43,6 +47,7 @@ impl Handler for DirectoryHandler {
             permissions: Permissions::from_field(fields)?,
             owner: fields.optional_string("owner")?.map(str::to_string),
             group: fields.optional_string("group")?.map(str::to_string),
+            create_parents: fields.flag("create_parents", false)?,
             purged: fields.flag("purged", false)?,
         })
     }
@@ -92,6 +97,9 @@ impl Handler for DirectoryHandler {
         let (owner, group) = (desired.owner.as_deref(), desired.group.as_deref());
         let changed = |field: &str| changes.iter().any(|c| c.field == field);
         let created = matches!(current, CurrentDirectory::Absent);
+        if created && desired.create_parents {
+            create_parents(path)?;
+        }
         if created {
             // The mode given to mkdir is reduced by the umask; an explicit chmod below makes
             // the desired mode exact.
@@ -109,4 +117,38 @@ impl Handler for DirectoryHandler {
         }
         Ok(())
     }
+}
+
+/// Makes the missing parents of `path`, from the top: each gets the mode, and when this process
+/// runs as root the owner and group, of the parent above it.
+fn create_parents(path: &std::path::Path) -> Result<(), ResourceError> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut ancestors: Vec<&std::path::Path> = path.ancestors().skip(1).collect();
+    ancestors.reverse();
+    // The files module's defaults, for a parent above which nothing exists (never the case
+    // for an absolute path: `/` exists).
+    let (mut mode, mut uid, mut gid) = (0o555, 0, 0);
+    // SAFETY: `geteuid` takes no argument, cannot fail and only reads the process's state.
+    let is_root = unsafe { libc::geteuid() } == 0;
+    for parent in ancestors {
+        if parent.as_os_str().is_empty() {
+            continue;
+        }
+        match std::fs::metadata(parent) {
+            Ok(metadata) => {
+                (mode, uid, gid) = (metadata.mode() & 0o7777, metadata.uid(), metadata.gid());
+                continue;
+            }
+            Err(error) if error.kind() == io::ErrorKind::NotFound => {}
+            Err(error) => return Err(ResourceError::io("inspect", parent, error)),
+        }
+        std::fs::create_dir(parent).map_err(|e| ResourceError::io("create directory", parent, e))?;
+        if is_root {
+            std::os::unix::fs::chown(parent, Some(uid), Some(gid))
+                .map_err(|e| ResourceError::io("chown", parent, e))?;
+        }
+        std::fs::set_permissions(parent, std::fs::Permissions::from_mode(mode))
+            .map_err(|e| ResourceError::io("chmod", parent, e))?;
+    }
+    Ok(())
 }

@@ -224,9 +224,16 @@ impl<'g> Engine<'g> {
         let mut ctx = Context { engine: self, report_only, notes: Vec::new() };
         let result = match id.entity_type.as_str() {
             "std::testing::NullResource" => run(&super::null::NullHandler, &resolved.fields, notified, &mut ctx),
-            "fs::File" => run(&super::file::FileHandler, &resolved.fields, notified, &mut ctx),
-            "fs::Directory" => run(&super::directory::DirectoryHandler, &resolved.fields, notified, &mut ctx),
-            "fs::Symlink" => run(&super::symlink::SymlinkHandler, &resolved.fields, notified, &mut ctx),
+            // The files module's text files, directories and symlinks have the fields of fs's
+            // (its text files keep their content inline, which the file handler reads when
+            // there is no hash; its directories may create their parents; its symlinks name
+            // their fields otherwise and have an owner and group).
+            "fs::File" | "files::TextFile" => run(&super::file::FileHandler, &resolved.fields, notified, &mut ctx),
+            "fs::Directory" | "files::Directory" => {
+                run(&super::directory::DirectoryHandler, &resolved.fields, notified, &mut ctx)
+            }
+            "fs::Symlink" => run(&super::symlink::SymlinkHandler::FS, &resolved.fields, notified, &mut ctx),
+            "files::Symlink" => run(&super::symlink::SymlinkHandler::FILES, &resolved.fields, notified, &mut ctx),
             "exec::Run" => run(&super::exec::RunHandler, &resolved.fields, notified, &mut ctx),
             other => Err(ResourceError::NoHandler(other.to_string())),
         };
