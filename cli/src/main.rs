@@ -271,6 +271,29 @@ unsafe impl std::alloc::GlobalAlloc for WordAlignedFirst {
 /// crate does not export it as a constant).
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
+/// mimalloc's `mi_option_arena_reserve` (23 in the headers of mimalloc 2, which the sys crate
+/// builds by default; not exported as a constant either).
+const MI_OPTION_ARENA_RESERVE: libmimalloc_sys::mi_option_t = 23;
+
+/// No arena reservation: mimalloc takes its segments from the system one by one instead of
+/// carving them out of one reserved gigabyte. On the 93k-instance benchmark the peak resident
+/// memory is 12 MB lower for `weft compile` (133 MB against 121 MB) and 6 MB lower for
+/// `weft run` (126 MB against 120 MB), in the same time. mimalloc reads the option when it
+/// reserves its first arena, at the first allocation, which the Rust runtime makes before
+/// `main`; so the option is also set from the executable's constructors, which run before
+/// (mimalloc allocates nothing of its own before it is first called).
+extern "C" fn configure_arenas() {
+    // SAFETY: `mi_option_set` only stores an option value; 0 is a valid size for this option.
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_ARENA_RESERVE, 0) };
+}
+
+#[cfg(target_os = "linux")]
+#[used]
+// SAFETY: `.init_array` holds pointers to functions the C runtime calls, without arguments,
+// before `main`; `configure_arenas` is such a function, and it only stores an option value.
+#[unsafe(link_section = ".init_array")]
+static CONFIGURE_ARENAS: extern "C" fn() = configure_arenas;
+
 /// Configures mimalloc for the evaluator's pattern: many small objects, a peak that is the
 /// working set, a short process.
 ///
@@ -286,6 +309,7 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 ///   so the process turns them off itself; the kernel checks the flag at each page fault,
 ///   so it holds for the arenas mimalloc already reserved.
 fn configure_allocator() {
+    configure_arenas();
     // SAFETY: `mi_option_set` only stores an option value; any value is valid for this option,
     // and it is called before any other thread exists.
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
