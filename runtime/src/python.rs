@@ -1017,7 +1017,10 @@ def describe_resource(request):
             return json.dumps({"error": "weft", "message": f"importing {modules} registered no resource class for {name}"})
         cls, options = resource_classes[name]
         fields = [[field, getter_kind(cls, field)] for field in cls.fields]
-        return json.dumps({"ok": {"agent": options["agent"], "id_attribute": options["name"], "fields": fields}})
+        return json.dumps({"ok": {
+            "agent": options["agent"], "id_attribute": options["name"],
+            "id_kind": getter_kind(cls, options["name"]), "fields": fields,
+        }})
     except BaseException as e:
         return json.dumps({"error": type(e).__name__, "message": str(e)})
 
@@ -1513,6 +1516,8 @@ pub struct ResourceClass {
     /// The attribute path to the agent (`host.name`).
     pub agent: String,
     pub id_attribute: String,
+    /// How the id attribute is mapped (as for a field, below): the id need not be a field.
+    pub id_kind: String,
     /// Every field (the class's `fields` merged with its bases'), each with how it is mapped:
     /// `attr` (read from the instance), `python` (a `get_<field>` method or a `map` entry of
     /// the module's code), or the name of one of the getters of the bases that the stand-in
@@ -1544,6 +1549,7 @@ pub fn describe_resource(
     Ok(ResourceClass {
         agent: text("agent"),
         id_attribute: text("id_attribute"),
+        id_kind: text("id_kind"),
         fields: fields
             .iter()
             .filter_map(|field| match field.as_array().map(Vec::as_slice) {

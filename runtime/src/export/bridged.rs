@@ -71,11 +71,7 @@ pub(crate) fn map(model: &Model, host: &mut RuntimeHost, modules: &Modules) -> B
         };
         let fields: Vec<&str> =
             mapping_order(&ty).filter(|(_, getter)| *getter == Getter::Python).map(|(name, _)| name.as_str()).collect();
-        let id_field = ty
-            .fields
-            .iter()
-            .any(|(name, getter)| *name == ty.id_attribute && *getter == Getter::Python)
-            .then_some(ty.id_attribute.as_str());
+        let id_field = (ty.id_getter == Getter::Python).then_some(ty.id_attribute.as_str());
         if !fields.is_empty() || id_field.is_some() {
             for instance in instances {
                 // The reference works out the agent, and the id attribute when the class does
@@ -282,6 +278,9 @@ fn resource_type(name: &str, class: python::ResourceClass) -> ResourceType {
         name: name.to_string(),
         agent: class.agent,
         id_attribute: class.id_attribute,
+        // Only the class's own getters run in Python; an attribute, or a getter of
+        // inmanta's bases, is read as an attribute, as `object_to_id` reads it then.
+        id_getter: if getter(&class.id_kind) == Getter::Python { Getter::Python } else { Getter::Attr },
         fields: class.fields.into_iter().map(|(field, kind)| (field, getter(&kind))).collect(),
     }
 }

@@ -959,6 +959,7 @@ mod tests {
             name: "test::Repeated".to_string(),
             agent: "agent".to_string(),
             id_attribute: "b".to_string(),
+            id_getter: Getter::Attr,
             fields: [("b", Getter::Attr), ("a", Getter::Attr), ("b", Getter::Attr), ("references", Getter::Attr)]
                 .map(|(name, getter)| (name.to_string(), getter))
                 .into(),

@@ -54,6 +54,10 @@ pub(crate) struct ResourceType {
     /// The attribute path to the agent name, e.g. `host.name`.
     pub agent: String,
     pub id_attribute: String,
+    /// How the id attribute is read: as an attribute, or by the class's own getter
+    /// ([`Getter::Python`]), which the reference's `object_to_id` calls even when the id is
+    /// not one of the fields.
+    pub id_getter: Getter,
     pub fields: Vec<(String, Getter)>,
 }
 
@@ -71,6 +75,7 @@ impl NativeType {
             name: self.name.to_string(),
             agent: self.agent.to_string(),
             id_attribute: self.id_attribute.to_string(),
+            id_getter: Getter::Attr,
             fields: self.fields.iter().map(|&(name, getter)| (name.to_string(), getter)).collect(),
         }
     }
