@@ -303,6 +303,29 @@ fn an_artifact_carries_the_packages_its_plugins_import_from_modules_the_model_do
     assert_eq!(succeeded(&weft(&scratch.0, &["run", "model.weft"], &[])), "4 8\n");
 }
 
+#[test]
+fn resources_mapped_by_their_python_classes_export_from_an_artifact() {
+    // The export case's module registers a resource class whose getters and dependency
+    // manager are its own Python code: an artifact carries it, and exports without the sources
+    // what the sources export (which the export cases compare with the reference).
+    let case =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/export/python_resource_dependency_manager");
+    let scratch = Scratch::new("artifact", "python-resources");
+    copy_tree(&case, &scratch.path("project"));
+    succeeded(&weft(&scratch.0, &["export", "project", "-o", "from-sources.json"], &[]));
+    succeeded(&weft(&scratch.0, &["build", "project", "-o", "model.weft"], &[]));
+    std::fs::remove_dir_all(scratch.path("project")).expect("the sources can be removed");
+    succeeded(&weft(&scratch.0, &["export", "model.weft", "-o", "from-artifact.json"], &[]));
+    let read = |name: &str| std::fs::read_to_string(scratch.path(name)).expect("the export exists");
+    assert_eq!(read("from-artifact.json"), read("from-sources.json"));
+    assert!(
+        read("from-artifact.json")
+            .contains(r#""requires":["pyres::Dir[web,path=/etc]","pyres::Dir[web,path=/etc/app]"]"#),
+        "the dependency manager's edges: {}",
+        read("from-artifact.json")
+    );
+}
+
 /// A project `project/` in `scratch` whose `main.cf` is `main_cf` and whose module `pm` has
 /// the Python plugins `plugins_py`.
 fn python_plugin_project(scratch: &Scratch, plugins_py: &str, main_cf: &str) {
