@@ -315,6 +315,8 @@ fn resources_mapped_by_their_python_classes_export_from_an_artifact() {
     succeeded(&weft(&scratch.0, &["export", "project", "-o", "from-sources.json"], &[]));
     succeeded(&weft(&scratch.0, &["build", "project", "-o", "model.weft"], &[]));
     std::fs::remove_dir_all(scratch.path("project")).expect("the sources can be removed");
+    let human = succeeded(&weft(&scratch.0, &["inspect", "model.weft"], &[]));
+    assert!(human.contains("needs Python on the host to export: pyres::Dir, pyres::File\n"), "{human}");
     succeeded(&weft(&scratch.0, &["export", "model.weft", "-o", "from-artifact.json"], &[]));
     let read = |name: &str| std::fs::read_to_string(scratch.path(name)).expect("the export exists");
     assert_eq!(read("from-artifact.json"), read("from-sources.json"));

@@ -238,6 +238,9 @@ pub struct Description {
     /// Plugins the code calls that have no native implementation: they need the module's
     /// Python code on the host.
     pub python_plugins: Vec<String>,
+    /// Resource types of the model that the modules' Python classes export (no native
+    /// mapping): exporting or applying the artifact needs Python on the host for them.
+    pub python_resource_types: Vec<String>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -263,6 +266,16 @@ pub fn describe(loaded: &Loaded) -> Description {
         .collect();
     python_plugins.sort();
     python_plugins.dedup();
+    let mut python_resource_types: Vec<String> = loaded
+        .files
+        .modules
+        .values()
+        .flat_map(|module| &module.registrations)
+        .filter(|r| program.entity_by_name(&r.name).is_some() && crate::export::native(&r.name).is_none())
+        .map(|r| r.name.clone())
+        .collect();
+    python_resource_types.sort();
+    python_resource_types.dedup();
     let summary = &loaded.summary;
     Description {
         format_version: summary.format_version,
@@ -283,6 +296,7 @@ pub fn describe(loaded: &Loaded) -> Description {
         modules: loaded.files.summary(),
         plugin_packages: loaded.files.path_package_summary(),
         python_plugins,
+        python_resource_types,
     }
 }
 
@@ -319,6 +333,9 @@ impl Description {
         }
         if !self.python_plugins.is_empty() {
             let _ = writeln!(out, "needs Python on the host for: {}", self.python_plugins.join(", "));
+        }
+        if !self.python_resource_types.is_empty() {
+            let _ = writeln!(out, "needs Python on the host to export: {}", self.python_resource_types.join(", "));
         }
         out
     }
