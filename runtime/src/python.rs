@@ -1181,6 +1181,9 @@ def run_dependency_managers(request):
                     manager(ModelTypes(), resources)
                 except UnknownException:
                     pass
+                except BaseException as e:
+                    name = f"{manager.__module__}.{manager.__qualname__}"
+                    return json.dumps({"error": type(e).__name__, "message": str(e), "manager": name})
         finally:
             running = False
         def cleanup(required):
@@ -1640,7 +1643,8 @@ pub fn export_fields(
 /// Runs the dependency managers that the imported Python code registered, except those of
 /// the packages in `native` (which the export runs natively), over `resources` (each with its
 /// id's parts, instance, fields and `requires` as indices into the list). Gives every
-/// resource's `requires` afterwards, as id texts, or `None` when no manager ran.
+/// resource's `requires` afterwards, as id texts, or `None` when no manager ran. A manager
+/// that raised is named in the error: `(manager, error)`.
 #[allow(clippy::too_many_arguments)]
 pub fn dependency_managers(
     sandboxes: &Sandboxes,
@@ -1650,9 +1654,11 @@ pub fn dependency_managers(
     native: &[&str],
     output: Output<'_>,
     requests: &mut dyn FnMut(Request<'_>) -> Reply,
-) -> Result<Option<Vec<Vec<String>>>, BridgeError> {
+) -> Result<Option<Vec<Vec<String>>>, (Option<String>, BridgeError)> {
     let request = json!({"dependency_managers": resources, "native": native});
-    let (response, scrub) = exchange(sandboxes, servers, packages, &request, output, requests)?;
+    let (response, scrub) =
+        exchange(sandboxes, servers, packages, &request, output, requests).map_err(|e| (None, e))?;
+    let manager = response.get("manager").and_then(Json::as_str).map(str::to_string);
     match response.get("ok") {
         Some(Json::Null) => Ok(None),
         Some(Json::Array(lists)) => Ok(Some(
@@ -1663,9 +1669,12 @@ pub fn dependency_managers(
                 })
                 .collect(),
         )),
-        _ => Err(returned(&response, &scrub)
-            .err()
-            .unwrap_or_else(|| BridgeError::Unavailable("the Python bridge ran no dependency manager".to_string()))),
+        _ => Err((
+            manager,
+            returned(&response, &scrub)
+                .err()
+                .unwrap_or_else(|| BridgeError::Unavailable("the Python bridge ran no dependency manager".to_string())),
+        )),
     }
 }
 

@@ -218,23 +218,27 @@ pub(crate) fn dependency_managers(exporter: &mut Exporter<'_>) -> Result<(), Dia
     let requires = match managed {
         Ok(Some(requires)) => requires,
         Ok(None) => return Ok(()),
-        Err(e) => {
+        Err((manager, e)) => {
+            // The reference lets a manager's exception through as it is: its class is the
+            // export's error kind where weft has one.
             let (kind, message) = match e {
-                BridgeError::Python(class, message) => (
+                BridgeError::Python(class, message) | BridgeError::Plugin(class, message) => (
                     ErrorKind::ALL
                         .iter()
                         .copied()
                         .find(|k| k.as_str() == class)
                         .unwrap_or(ErrorKind::ExternalException),
+                    format!("{class}: {message}"),
+                ),
+                BridgeError::Compiler(kind, message) => (
+                    ErrorKind::ALL.iter().copied().find(|k| k.as_str() == kind).unwrap_or(ErrorKind::RuntimeException),
                     message,
                 ),
-                other => failure("", "", other),
+                other => (ErrorKind::ExternalException, bridge_reason(other)),
             };
-            return Err(Diagnostic::error(
-                kind,
-                codes::EXPORT_ERROR,
-                format!("a dependency manager failed: {message}"),
-            ));
+            let manager =
+                manager.map_or_else(|| "a dependency manager".to_string(), |m| format!("dependency manager {m}"));
+            return Err(Diagnostic::error(kind, codes::EXPORT_ERROR, format!("{manager} failed: {message}")));
         }
     };
     let by_id: HashMap<String, usize> =
@@ -243,8 +247,9 @@ pub(crate) fn dependency_managers(exporter: &mut Exporter<'_>) -> Result<(), Dia
         let mut indices = Vec::with_capacity(ids.len());
         for id in ids {
             let Some(&required) = by_id.get(&id) else {
+                // The reference's lookup of the id among the resources raises `KeyError`.
                 return Err(Diagnostic::error(
-                    ErrorKind::ExternalException,
+                    ErrorKind::KeyError,
                     codes::EXPORT_ERROR,
                     format!(
                         "a dependency manager made {} require {id}, which is not a resource of this export",
