@@ -1640,11 +1640,18 @@ pub fn export_fields(
     })
 }
 
+/// How running the dependency managers failed: the error, and the manager that raised it
+/// (`module.function`) when one did.
+#[derive(Debug)]
+pub struct ManagerFailure {
+    pub manager: Option<String>,
+    pub error: BridgeError,
+}
+
 /// Runs the dependency managers that the imported Python code registered, except those of
 /// the packages in `native` (which the export runs natively), over `resources` (each with its
 /// id's parts, instance, fields and `requires` as indices into the list). Gives every
-/// resource's `requires` afterwards, as id texts, or `None` when no manager ran. A manager
-/// that raised is named in the error: `(manager, error)`.
+/// resource's `requires` afterwards, as id texts, or `None` when no manager ran.
 #[allow(clippy::too_many_arguments)]
 pub fn dependency_managers(
     sandboxes: &Sandboxes,
@@ -1654,10 +1661,10 @@ pub fn dependency_managers(
     native: &[&str],
     output: Output<'_>,
     requests: &mut dyn FnMut(Request<'_>) -> Reply,
-) -> Result<Option<Vec<Vec<String>>>, (Option<String>, BridgeError)> {
+) -> Result<Option<Vec<Vec<String>>>, ManagerFailure> {
     let request = json!({"dependency_managers": resources, "native": native});
-    let (response, scrub) =
-        exchange(sandboxes, servers, packages, &request, output, requests).map_err(|e| (None, e))?;
+    let (response, scrub) = exchange(sandboxes, servers, packages, &request, output, requests)
+        .map_err(|error| ManagerFailure { manager: None, error })?;
     let manager = response.get("manager").and_then(Json::as_str).map(str::to_string);
     match response.get("ok") {
         Some(Json::Null) => Ok(None),
@@ -1669,12 +1676,12 @@ pub fn dependency_managers(
                 })
                 .collect(),
         )),
-        _ => Err((
+        _ => Err(ManagerFailure {
             manager,
-            returned(&response, &scrub)
+            error: returned(&response, &scrub)
                 .err()
                 .unwrap_or_else(|| BridgeError::Unavailable("the Python bridge ran no dependency manager".to_string())),
-        )),
+        }),
     }
 }
 

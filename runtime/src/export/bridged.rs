@@ -218,7 +218,7 @@ pub(crate) fn dependency_managers(exporter: &mut Exporter<'_>) -> Result<(), Dia
     let requires = match managed {
         Ok(Some(requires)) => requires,
         Ok(None) => return Ok(()),
-        Err((manager, e)) => {
+        Err(python::ManagerFailure { manager, error: e }) => {
             // The reference lets a manager's exception through as it is: its class is the
             // export's error kind where weft has one.
             let (kind, message) = match e {
