@@ -627,7 +627,11 @@ fn bridge_instance(machine: &mut Machine, inst: u32) -> Result<python::BridgeVal
     let entity = machine.instances[inst as usize].entity;
     let is_dataclass = program.entity_by_name("std::Dataclass").is_some_and(|d| program.is_subclass(entity, d));
     if !is_dataclass {
-        return Ok(python::BridgeValue::Instance { id: inst, display: machine.instance_display(inst) });
+        return Ok(python::BridgeValue::Instance {
+            id: inst,
+            display: machine.instance_display(inst),
+            known: Vec::new(),
+        });
     }
     let full = &program.entity(entity).name;
     let (ns, class) = full.rsplit_once("::").unwrap_or(("", full));

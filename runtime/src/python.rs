@@ -695,15 +695,21 @@ class DynamicProxy:
     read asks the evaluator, through the protocol, in the middle of the call. As in the
     reference, the views of lists and dicts are proxies too (`isinstance(v, DynamicProxy)`)."""
 
-    __slots__ = ("_id", "_display")
+    __slots__ = ("_id", "_display", "_known")
 
-    def __init__(self, id, display):
+    def __init__(self, id, display, known=None):
         object.__setattr__(self, "_id", id)
         object.__setattr__(self, "_display", display)
+        # Attribute values the evaluator sent along (final ones, during the export): read
+        # without a question.
+        object.__setattr__(self, "_known", known or {})
 
     def __getattr__(self, name):
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)
+        known = self._known
+        if name in known:
+            return view(known[name])
         reply = ask({"getattr": self._id, "name": name})
         if "not_found" in reply:
             raise AttributeError(reply["not_found"])
@@ -820,11 +826,18 @@ def view(v):
         return DictProxy(v)
     return v
 
+# Final attribute values the evaluator sent with an instance's proxy (only during the export),
+# by instance: sent once, kept for the instance's later proxies.
+known_by_id = {}
+
 def decode(v):
     if isinstance(v, dict) and "__weft_dict__" in v:
         return {k: decode(x) for k, x in v["__weft_dict__"]}
     if isinstance(v, dict) and "__weft_instance__" in v:
-        return DynamicProxy(v["__weft_instance__"], v["display"])
+        id = v["__weft_instance__"]
+        if "known" in v:
+            known_by_id[id] = {k: decode(x) for k, x in v["known"]}
+        return DynamicProxy(id, v["display"], known_by_id.get(id))
     if isinstance(v, dict) and "__weft_dataclass__" in v:
         module = importlib.import_module(v["__weft_module__"])
         cls = getattr(module, v["__weft_dataclass__"])
@@ -1169,7 +1182,7 @@ def run_dependency_managers(request):
             obj = cls.__new__(cls)
             obj.__dict__.update({k: decode(v) for k, v in item["fields"].items()})
             obj.id = Id(*item["id"])
-            obj.model = DynamicProxy(item["instance"], item["display"])
+            obj.model = DynamicProxy(item["instance"], item["display"], known_by_id.get(item["instance"]))
             objects.append(obj)
         for obj, item in zip(objects, request["dependency_managers"]):
             obj.requires = {objects[i].id for i in item["requires"]}
@@ -1309,10 +1322,13 @@ pub enum BridgeValue {
     },
     /// An instance of an entity that is not a dataclass: the plugin gets a read-only proxy
     /// that asks for each attribute it reads (`AttributeReply`). `display` is the instance's
-    /// text (`__config__::A (instantiated at ./main.cf:3)`).
+    /// text (`__config__::A (instantiated at ./main.cf:3)`). `known` are attribute values the
+    /// proxy answers without asking: only final values without instances, unknowns or
+    /// references in them, which the export knows (during the evaluation it is empty).
     Instance {
         id: u32,
         display: String,
+        known: Vec<(String, Value)>,
     },
     /// A list or dict that holds instances.
     List(Vec<BridgeValue>),
@@ -2143,7 +2159,14 @@ pub(crate) fn file_name_part(name: &str) -> String {
 fn to_json(v: &BridgeValue) -> Json {
     match v {
         BridgeValue::Plain(v) => plain_to_json(v),
-        BridgeValue::Instance { id, display } => json!({"__weft_instance__": id, "display": display}),
+        BridgeValue::Instance { id, display, known } if known.is_empty() => {
+            json!({"__weft_instance__": id, "display": display})
+        }
+        BridgeValue::Instance { id, display, known } => json!({
+            "__weft_instance__": id,
+            "display": display,
+            "known": known.iter().map(|(name, value)| json!([name, plain_to_json(value)])).collect::<Vec<_>>(),
+        }),
         BridgeValue::List(items) => Json::Array(items.iter().map(to_json).collect()),
         BridgeValue::Dict(entries) => {
             json!({"__weft_dict__": entries.iter().map(|(k, v)| json!([k, to_json(v)])).collect::<Vec<_>>()})

@@ -14,7 +14,7 @@
 //! The getters run one instance at a time, in export order, with the instance as a proxy
 //! whose attribute reads ask the evaluated model, as in the reference.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use weft_ir::diagnostic::codes;
 use weft_ir::value::Value;
@@ -43,6 +43,8 @@ pub(crate) struct Bridged {
 pub(crate) fn map(model: &Model, host: &mut RuntimeHost, modules: &Modules) -> Bridged {
     let mut bridged = Bridged::default();
     let program = model.program();
+    // The instances whose plain attributes the server was sent (see `proxy`).
+    let mut sent = HashSet::new();
     for registration in registrations(modules, |name| program.entity_by_name(name).is_some()) {
         if types::native(&registration.name).is_some() || bridged.types.contains_key(&registration.name) {
             continue;
@@ -59,7 +61,7 @@ pub(crate) fn map(model: &Model, host: &mut RuntimeHost, modules: &Modules) -> B
             &registration.name,
             &python_modules,
             bridge.output,
-            &mut |request| answer(model, modules, request),
+            &mut |request| answer(model, modules, &mut sent, request),
         );
         let ty = match described {
             Ok(class) => resource_type(&registration.name, class),
@@ -84,7 +86,7 @@ pub(crate) fn map(model: &Model, host: &mut RuntimeHost, modules: &Modules) -> B
                 if !ready {
                     continue;
                 }
-                let proxy = BridgeValue::Instance { id: instance, display: model.machine.instance_display(instance) };
+                let proxy = proxy(model, &mut sent, instance);
                 let (bridge, ..) = host.bridge(None);
                 let exported = python::export_fields(
                     bridge.sandboxes,
@@ -95,7 +97,7 @@ pub(crate) fn map(model: &Model, host: &mut RuntimeHost, modules: &Modules) -> B
                     id_field,
                     &fields,
                     bridge.output,
-                    &mut |request| answer(model, modules, request),
+                    &mut |request| answer(model, modules, &mut sent, request),
                 );
                 let exported = exported.map_err(|e| {
                     let (kind, message) = failure(&ty.name, id_field.unwrap_or("fields"), e);
@@ -111,10 +113,12 @@ pub(crate) fn map(model: &Model, host: &mut RuntimeHost, modules: &Modules) -> B
 
 /// The evaluated model's answer to what the Python code asks during the export: every value
 /// is final, so the answers are read without the machine's evaluation.
-fn answer(model: &Model, modules: &Modules, request: python::Request<'_>) -> python::Reply {
+fn answer(model: &Model, modules: &Modules, sent: &mut HashSet<u32>, request: python::Request<'_>) -> python::Reply {
     let program = model.program();
     match request {
-        python::Request::Attribute { instance, name } => python::Reply::Attribute(attribute(model, instance, name)),
+        python::Request::Attribute { instance, name } => {
+            python::Reply::Attribute(attribute(model, sent, instance, name))
+        }
         python::Request::EntityOf { instance } => {
             python::Reply::Entity(if (instance as usize) < model.instance_count() {
                 Ok(serde_json::Value::String(program.entity(model.entity_of(instance)).name.clone()))
@@ -139,7 +143,7 @@ fn answer(model: &Model, modules: &Modules, request: python::Request<'_>) -> pyt
 }
 
 /// An attribute of an instance proxy, read from the evaluated model.
-fn attribute(model: &Model, instance: u32, name: &str) -> python::AttributeReply {
+fn attribute(model: &Model, sent: &mut HashSet<u32>, instance: u32, name: &str) -> python::AttributeReply {
     if instance as usize >= model.instance_count() {
         return python::AttributeReply::Error {
             kind: "RuntimeException".to_string(),
@@ -148,7 +152,7 @@ fn attribute(model: &Model, instance: u32, name: &str) -> python::AttributeReply
     }
     match model.read(instance, name) {
         Read::Value(Value::Unknown) => python::AttributeReply::Unknown,
-        Read::Value(value) => python::AttributeReply::Value(bridge_value(model, value)),
+        Read::Value(value) => python::AttributeReply::Value(bridge_value(model, sent, value)),
         Read::Missing => python::AttributeReply::NotFound(format!(
             "could not find attribute with name: {name} in type {}",
             model.program().entity(model.entity_of(instance)).name
@@ -164,18 +168,43 @@ fn attribute(model: &Model, instance: u32, name: &str) -> python::AttributeReply
 }
 
 /// A value for the bridge: instances become proxies, in lists and dicts too.
-fn bridge_value(model: &Model, value: Value) -> BridgeValue {
+fn bridge_value(model: &Model, sent: &mut HashSet<u32>, value: Value) -> BridgeValue {
     let holds_instances = |v: &Value| v.any_nested(&|v| matches!(v, Value::Instance(_)));
     match value {
-        Value::Instance(id) => BridgeValue::Instance { id, display: model.machine.instance_display(id) },
+        Value::Instance(id) => proxy(model, sent, id),
         Value::List(items) if items.iter().any(holds_instances) => {
-            BridgeValue::List(items.iter().map(|item| bridge_value(model, item.clone())).collect())
+            BridgeValue::List(items.iter().map(|item| bridge_value(model, sent, item.clone())).collect())
         }
-        Value::Dict(entries) if entries.iter().any(|(_, v)| holds_instances(v)) => {
-            BridgeValue::Dict(entries.iter().map(|(k, v)| (k.to_string(), bridge_value(model, v.clone()))).collect())
-        }
+        Value::Dict(entries) if entries.iter().any(|(_, v)| holds_instances(v)) => BridgeValue::Dict(
+            entries.iter().map(|(k, v)| (k.to_string(), bridge_value(model, sent, v.clone()))).collect(),
+        ),
         other => BridgeValue::Plain(other),
     }
+}
+
+/// The proxy of an instance, with its plain attributes' values sent along where they hold no
+/// instance, unknown or reference: a getter reads most of them (the files module's reads
+/// about ten per resource), and each would be a question to the evaluator and its answer.
+/// They are sent the first time only (`sent`): the server keeps them for the instance's
+/// later proxies (a host's, for each of its files).
+fn proxy(model: &Model, sent: &mut HashSet<u32>, instance: u32) -> BridgeValue {
+    let display = model.machine.instance_display(instance);
+    if !sent.insert(instance) {
+        return BridgeValue::Instance { id: instance, display, known: Vec::new() };
+    }
+    let known = model
+        .plain_attributes(instance)
+        .into_iter()
+        .filter_map(|name| match model.read(instance, &name) {
+            Read::Value(value)
+                if !value.any_nested(&|v| matches!(v, Value::Instance(_) | Value::Unknown | Value::Reference(_))) =>
+            {
+                Some((name, value))
+            }
+            _ => None,
+        })
+        .collect();
+    BridgeValue::Instance { id: instance, display, known }
 }
 
 /// Runs the dependency managers that the modules' Python code registered
@@ -206,6 +235,7 @@ pub(crate) fn dependency_managers(exporter: &mut Exporter<'_>) -> Result<(), Dia
         })
         .collect();
     let (bridge, ..) = host.bridge(None);
+    let mut sent = HashSet::new();
     let managed = python::dependency_managers(
         bridge.sandboxes,
         bridge.servers,
@@ -213,7 +243,7 @@ pub(crate) fn dependency_managers(exporter: &mut Exporter<'_>) -> Result<(), Dia
         &resources,
         NATIVE_DEPENDENCY_MANAGERS,
         bridge.output,
-        &mut |request| answer(model, modules, request),
+        &mut |request| answer(model, modules, &mut sent, request),
     );
     let requires = match managed {
         Ok(Some(requires)) => requires,
