@@ -428,7 +428,16 @@ impl std::ops::Deref for Items {
 impl Items {
     pub(super) fn push(&mut self, value: Value) {
         match self {
-            Items::Open(items) => items.push(value),
+            Items::Open(items) => {
+                // Many relation lists hold one element, for which a vector's first growth (to
+                // four elements, 96 bytes) is three quarters empty: 2.3 MB of the 93k-instance
+                // benchmark's peak (`benches/README.md`, thirty-first round). A second element
+                // grows it to four as before.
+                if items.capacity() == 0 {
+                    items.reserve_exact(1);
+                }
+                items.push(value)
+            }
             // A complete list does not grow; should one, it becomes a vector again.
             Items::Shared(items) => {
                 let mut open = items.to_vec();
