@@ -43,6 +43,11 @@ macro_rules! error_kinds {
                 }
             }
 
+            /// The kind of this name (the reference's exception class), if weft has one.
+            pub fn from_name(name: &str) -> Option<ErrorKind> {
+                Self::ALL.iter().copied().find(|k| k.as_str() == name)
+            }
+
             /// The class this one derives from in the reference's hierarchy (itself for roots).
             pub fn parent(self) -> ErrorKind {
                 match self {

@@ -395,10 +395,7 @@ impl RuntimeHost {
             Err(python::BridgeError::Compiler(kind, message)) => Err(PluginFailure::Error(EvalError::wrap(
                 ErrorKind::WrappingRuntimeException,
                 format!("Exception in plugin {name}"),
-                EvalError::new(
-                    ErrorKind::ALL.iter().copied().find(|k| k.as_str() == kind).unwrap_or(ErrorKind::RuntimeException),
-                    message,
-                ),
+                EvalError::new(ErrorKind::from_name(&kind).unwrap_or(ErrorKind::RuntimeException), message),
             ))),
             Err(python::BridgeError::Runtime(message)) => Err(PluginFailure::Error(EvalError::wrap(
                 ErrorKind::WrappingRuntimeException,
@@ -414,15 +411,6 @@ impl RuntimeHost {
     }
 }
 
-/// What a request to the Python bridge goes through: the sandboxes, the evaluation's servers,
-/// every module's plugin package, and where the Python code's output goes.
-pub(crate) struct Bridge<'h> {
-    pub sandboxes: &'h python::Sandboxes,
-    pub servers: &'h mut python::Servers,
-    pub packages: &'h [(String, std::path::PathBuf)],
-    pub output: python::Output<'h>,
-}
-
 impl RuntimeHost {
     /// Runs `exchange` with the Python bridge, answering what the Python code asks of the
     /// evaluation (attributes of instance proxies, module files, entity types, std's
@@ -434,7 +422,7 @@ impl RuntimeHost {
         machine: &mut Machine,
         scope: ScopeId,
         extra: Option<(&str, std::path::PathBuf)>,
-        exchange: impl FnOnce(Bridge<'_>, &mut dyn FnMut(python::Request<'_>) -> python::Reply) -> T,
+        exchange: impl FnOnce(python::Bridge<'_>, &mut dyn FnMut(python::Request<'_>) -> python::Reply) -> T,
     ) -> T {
         let namespace = caller_namespace(machine, scope);
         let (bridge, modules, facts, data_dir) = self.bridge(extra);
@@ -452,13 +440,7 @@ impl RuntimeHost {
                     .map(|i| serde_json::Value::String(machine.program().entity(i.entity).name.clone()))
                     .ok_or_else(|| format!("no instance {instance} in this evaluation")),
             ),
-            python::Request::Entity { name } => python::Reply::Entity(
-                machine
-                    .program()
-                    .entity_by_name(name)
-                    .map(|entity| entity_description(machine.program(), entity))
-                    .ok_or_else(|| format!("could not find type {name}")),
-            ),
+            python::Request::Entity { name } => python::Reply::Entity(entity_named(machine.program(), name)),
             python::Request::StdCall { function, args, kwargs } => {
                 // What the function prints is dropped: std's functions that Python can
                 // call print nothing.
@@ -469,13 +451,13 @@ impl RuntimeHost {
         })
     }
 
-    /// The Python bridge's parts (see [`Bridge`]), and the parts of the host that answer its
+    /// The Python bridge's parts (see [`python::Bridge`]), and the parts of the host that answer its
     /// questions.
     #[allow(clippy::type_complexity)]
     pub(crate) fn bridge(
         &mut self,
         extra: Option<(&str, std::path::PathBuf)>,
-    ) -> (Bridge<'_>, &modules::Modules, Option<&plugins::Facts>, &Option<std::path::PathBuf>) {
+    ) -> (python::Bridge<'_>, &modules::Modules, Option<&plugins::Facts>, &Option<std::path::PathBuf>) {
         let modules = &self.modules;
         let packages = self.python_packages.get_or_insert_with(|| modules.python_packages());
         if let Some((top, package)) = extra
@@ -484,7 +466,7 @@ impl RuntimeHost {
             // A package without `__init__.py` that Python still imports (a namespace package).
             packages.push((top.to_string(), package));
         }
-        let bridge = Bridge {
+        let bridge = python::Bridge {
             sandboxes: modules.sandboxes(),
             servers: &mut self.python,
             packages,
@@ -513,14 +495,20 @@ impl From<PluginFailure> for PythonFailure {
     }
 }
 
+/// The answer to a Python plugin asking for an entity type by its full name
+/// (`python::Request::Entity`): its description, or why there is none.
+pub(crate) fn entity_named(program: &weft_ir::program::Program, name: &str) -> Result<serde_json::Value, String> {
+    program
+        .entity_by_name(name)
+        .map(|entity| entity_description(program, entity))
+        .ok_or_else(|| format!("could not find type {name}"))
+}
+
 /// What a Python plugin reads of an entity type (the driver's `inmanta.ast.entity.Entity`):
 /// its full name, its direct parents, its own attributes in definition order with their arity
 /// and, for a relation end, its target and other end, and its indices (its own and those it
 /// inherits, as attribute lists). The driver walks the parents as the reference does.
-pub(crate) fn entity_description(
-    program: &weft_ir::program::Program,
-    id: weft_ir::program::EntityId,
-) -> serde_json::Value {
+fn entity_description(program: &weft_ir::program::Program, id: weft_ir::program::EntityId) -> serde_json::Value {
     use weft_ir::program::AttributeKind;
     let entity = program.entity(id);
     let attributes: Vec<serde_json::Value> = entity
@@ -618,7 +606,7 @@ fn bridge_value(machine: &mut Machine, v: Value) -> Result<python::BridgeValue, 
     }
 }
 
-fn holds_instances(v: &Value) -> bool {
+pub(crate) fn holds_instances(v: &Value) -> bool {
     v.any_nested(&|v| matches!(v, Value::Instance(_)))
 }
 

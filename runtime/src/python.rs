@@ -1069,14 +1069,18 @@ def field_outcome(cls, field, obj, exporter, as_text=False):
         return {"ignore": True}
     except UnknownException:
         return {"unknown": True}
-    except UnsetException as e:
-        return {"compiler_error": "UnsetException", "message": str(e)}
-    except CompilerException as e:
-        return {"compiler_error": type(e).__name__, "message": str(e)}
-    except PluginException as e:
-        return {"plugin_error": str(e.message), "class": type(e).__name__}
     except BaseException as e:
-        return {"error": type(e).__name__, "message": str(e)}
+        # An `UnsetException` too: at the export every value is final, and the export fails.
+        return raised(e)
+
+def raised(e):
+    """The response for an exception a module's code let through: a compiler error by its
+    kind, a `PluginException` by its class, any other by its class and message."""
+    if isinstance(e, CompilerException):
+        return {"compiler_error": type(e).__name__, "message": str(e)}
+    if isinstance(e, PluginException):
+        return {"plugin_error": str(e.message), "class": type(e).__name__}
+    return {"error": type(e).__name__, "message": str(e)}
 
 def export_fields(request):
     global running
@@ -1251,15 +1255,11 @@ def answer(request):
         return json.dumps({"ok": {"__weft_unknown__": None}})
     except UnsetException as e:
         return json.dumps({"unset": e.cell})
-    except CompilerException as e:
-        return json.dumps({"compiler_error": type(e).__name__, "message": str(e)})
-    except PluginException as e:
-        return json.dumps({"plugin_error": str(e.message), "class": type(e).__name__})
     except ReturnedValueError as e:
         return json.dumps({"runtime_error": str(e)})
     except BaseException as e:
         # `SystemExit` and `KeyboardInterrupt` too: a plugin ends its call, not the server.
-        return json.dumps({"error": type(e).__name__, "message": str(e)})
+        return json.dumps(raised(e))
 
 class Tee(io.TextIOBase):
     """The plugin's `sys.stderr` during a call: kept for the call's response, and written to
@@ -1440,15 +1440,21 @@ pub struct PluginContext {
     pub namespace: Option<String>,
 }
 
+/// What a request to the Python bridge goes through: the sandboxes, the evaluation's servers,
+/// every module's plugin package, and where the Python code's output goes.
+pub struct Bridge<'h> {
+    pub sandboxes: &'h Sandboxes,
+    pub servers: &'h mut Servers,
+    pub packages: &'h [(String, PathBuf)],
+    pub output: Output<'h>,
+}
+
 /// Sends one request to the server of `packages` (started if it is not running) and reads
 /// its response, answering the questions the server asks on the way. What the server's code
 /// wrote goes to `output`. Returns the response, and what takes host paths out of its texts.
 fn exchange(
-    sandboxes: &Sandboxes,
-    servers: &mut Servers,
-    packages: &[(String, PathBuf)],
+    Bridge { sandboxes, servers, packages, output }: Bridge<'_>,
     request: &Json,
-    output: Output<'_>,
     requests: &mut dyn FnMut(Request<'_>) -> Reply,
 ) -> Result<(Json, Scrub), BridgeError> {
     // Held for the whole exchange: calls into Python are one at a time.
@@ -1494,38 +1500,45 @@ pub fn call(
             json!({"position": c.position, "data_dir": c.data_dir.to_string_lossy(), "namespace": c.namespace})
         }),
     });
-    let (response, scrub) = exchange(sandboxes, servers, packages, &request, output, requests)?;
+    let (response, scrub) = exchange(Bridge { sandboxes, servers, packages, output }, &request, requests)?;
     returned(&response, &scrub)
 }
 
 /// What a response of the driver (`answer`, `field_outcome`) says a Python function gave:
 /// its value, or how it failed.
 fn returned(response: &Json, scrub: &Scrub) -> Result<Returned, BridgeError> {
-    if let Some(v) = response.get("ok") {
-        let is_tuple = v.as_object().is_some_and(|m| m.len() == 1 && m.contains_key("__weft_tuple__"));
-        return Ok(Returned { value: from_json(v), is_tuple });
+    match response.get("ok") {
+        Some(v) => {
+            let is_tuple = v.as_object().is_some_and(|m| m.len() == 1 && m.contains_key("__weft_tuple__"));
+            Ok(Returned { value: from_json(v), is_tuple })
+        }
+        None => Err(refused(response, scrub)),
     }
+}
+
+/// How a response of the driver without a value says the call failed.
+fn refused(response: &Json, scrub: &Scrub) -> BridgeError {
     if let Some(text) = response.get("unencodable").and_then(Json::as_str) {
-        return Err(BridgeError::Unencodable(scrub.apply(text)));
+        return BridgeError::Unencodable(scrub.apply(text));
     }
     if let Some(cell) = response.get("unset").and_then(Json::as_u64) {
-        return Err(BridgeError::Unset(cell as u32));
+        return BridgeError::Unset(cell as u32);
     }
     if let Some(kind) = response.get("compiler_error").and_then(Json::as_str) {
         let message = response.get("message").and_then(Json::as_str).unwrap_or_default();
-        return Err(BridgeError::Compiler(kind.to_string(), scrub.apply(message)));
+        return BridgeError::Compiler(kind.to_string(), scrub.apply(message));
     }
     if let Some(m) = response.get("plugin_error") {
         let class = response.get("class").and_then(Json::as_str).unwrap_or("PluginException");
-        return Err(BridgeError::Plugin(class.to_string(), scrub.apply(m.as_str().unwrap_or_default())));
+        return BridgeError::Plugin(class.to_string(), scrub.apply(m.as_str().unwrap_or_default()));
     }
     if let Some(m) = response.get("runtime_error") {
-        return Err(BridgeError::Runtime(scrub.apply(m.as_str().unwrap_or_default())));
+        return BridgeError::Runtime(scrub.apply(m.as_str().unwrap_or_default()));
     }
-    Err(BridgeError::Python(
+    BridgeError::Python(
         response.get("error").and_then(Json::as_str).unwrap_or("Exception").to_string(),
         scrub.apply(response.get("message").and_then(Json::as_str).unwrap_or_default()),
-    ))
+    )
 }
 
 /// A resource class that a module's Python code registers (`@resource`), as the driver
@@ -1548,21 +1561,14 @@ pub struct ResourceClass {
 /// Asks the server of `packages` for the resource class registered for the entity type
 /// `entity`, importing the Python modules `modules` first (the one that registers it).
 pub fn describe_resource(
-    sandboxes: &Sandboxes,
-    servers: &mut Servers,
-    packages: &[(String, PathBuf)],
+    bridge: Bridge<'_>,
     entity: &str,
     modules: &[String],
-    output: Output<'_>,
     requests: &mut dyn FnMut(Request<'_>) -> Reply,
 ) -> Result<ResourceClass, BridgeError> {
     let request = json!({"resource_type": entity, "modules": modules});
-    let (response, scrub) = exchange(sandboxes, servers, packages, &request, output, requests)?;
-    let Some(class) = response.get("ok") else {
-        return Err(returned(&response, &scrub)
-            .err()
-            .unwrap_or_else(|| BridgeError::Unavailable("the Python bridge described no resource class".to_string())));
-    };
+    let (response, scrub) = exchange(bridge, &request, requests)?;
+    let Some(class) = response.get("ok") else { return Err(refused(&response, &scrub)) };
     let text = |key: &str| class.get(key).and_then(Json::as_str).unwrap_or_default().to_string();
     let fields = class.get("fields").and_then(Json::as_array).map_or(&[][..], Vec::as_slice);
     Ok(ResourceClass {
@@ -1605,25 +1611,17 @@ pub struct ExportedFields {
 /// instance (a proxy, as the reference's exporter passes), and of `id_field` first if the
 /// class maps the id attribute. The class must have been described first
 /// ([`describe_resource`]).
-#[allow(clippy::too_many_arguments)]
 pub fn export_fields(
-    sandboxes: &Sandboxes,
-    servers: &mut Servers,
-    packages: &[(String, PathBuf)],
+    bridge: Bridge<'_>,
     entity: &str,
     instance: &BridgeValue,
     id_field: Option<&str>,
     fields: &[&str],
-    output: Output<'_>,
     requests: &mut dyn FnMut(Request<'_>) -> Reply,
 ) -> Result<ExportedFields, BridgeError> {
     let request = json!({"export": entity, "instance": to_json(instance), "id": id_field, "fields": fields});
-    let (response, scrub) = exchange(sandboxes, servers, packages, &request, output, requests)?;
-    let Some(exported) = response.get("ok") else {
-        return Err(returned(&response, &scrub)
-            .err()
-            .unwrap_or_else(|| BridgeError::Unavailable("the Python bridge mapped no fields".to_string())));
-    };
+    let (response, scrub) = exchange(bridge, &request, requests)?;
+    let Some(exported) = response.get("ok") else { return Err(refused(&response, &scrub)) };
     let outcome = |response: &Json| {
         if response.get("unknown").is_some() {
             FieldOutcome::Unknown
@@ -1668,19 +1666,15 @@ pub struct ManagerFailure {
 /// the packages in `native` (which the export runs natively), over `resources` (each with its
 /// id's parts, instance, fields and `requires` as indices into the list). Gives every
 /// resource's `requires` afterwards, as id texts, or `None` when no manager ran.
-#[allow(clippy::too_many_arguments)]
 pub fn dependency_managers(
-    sandboxes: &Sandboxes,
-    servers: &mut Servers,
-    packages: &[(String, PathBuf)],
+    bridge: Bridge<'_>,
     resources: &[Json],
     native: &[&str],
-    output: Output<'_>,
     requests: &mut dyn FnMut(Request<'_>) -> Reply,
 ) -> Result<Option<Vec<Vec<String>>>, ManagerFailure> {
     let request = json!({"dependency_managers": resources, "native": native});
-    let (response, scrub) = exchange(sandboxes, servers, packages, &request, output, requests)
-        .map_err(|error| ManagerFailure { manager: None, error })?;
+    let (response, scrub) =
+        exchange(bridge, &request, requests).map_err(|error| ManagerFailure { manager: None, error })?;
     let manager = response.get("manager").and_then(Json::as_str).map(str::to_string);
     match response.get("ok") {
         Some(Json::Null) => Ok(None),
@@ -1692,12 +1686,7 @@ pub fn dependency_managers(
                 })
                 .collect(),
         )),
-        _ => Err(ManagerFailure {
-            manager,
-            error: returned(&response, &scrub)
-                .err()
-                .unwrap_or_else(|| BridgeError::Unavailable("the Python bridge ran no dependency manager".to_string())),
-        }),
+        _ => Err(ManagerFailure { manager, error: refused(&response, &scrub) }),
     }
 }
 

@@ -118,7 +118,7 @@ impl RefOutcome {
 ///
 /// [`ErrorKind`]: weft_ir::ErrorKind
 fn is_compiler_error_kind(kind: &str) -> bool {
-    weft_ir::ErrorKind::ALL.iter().any(|k| k.as_str() == kind)
+    weft_ir::ErrorKind::from_name(kind).is_some()
 }
 
 /// The line the reference reports for diagnostic `d`, which weft reports on `line`.

@@ -22,9 +22,9 @@ use weft_ir::{Diagnostic, ErrorKind};
 
 use super::types::{self, Getter, Registration, ResourceType};
 use super::{Exporter, IdFailure, Model, ModelAttributes, Read, error_at, mapping_order, registrations, resource_id};
-use crate::RuntimeHost;
 use crate::modules::Modules;
 use crate::python::{self, BridgeError, BridgeValue, ExportedFields, FieldOutcome};
+use crate::{RuntimeHost, holds_instances};
 
 /// What the Python bridge gave for the export, made before the resources are mapped.
 #[derive(Default)]
@@ -54,15 +54,9 @@ pub(crate) fn map(model: &Model, host: &mut RuntimeHost, modules: &Modules) -> B
         let Some(&first) = instances.first() else { continue };
         let python_modules = python_modules(&registration);
         let (bridge, ..) = host.bridge(None);
-        let described = python::describe_resource(
-            bridge.sandboxes,
-            bridge.servers,
-            bridge.packages,
-            &registration.name,
-            &python_modules,
-            bridge.output,
-            &mut |request| answer(model, modules, &mut sent, request),
-        );
+        let described = python::describe_resource(bridge, &registration.name, &python_modules, &mut |request| {
+            answer(model, modules, &mut sent, request)
+        });
         let ty = match described {
             Ok(class) => resource_type(&registration.name, class),
             Err(e) => {
@@ -88,17 +82,9 @@ pub(crate) fn map(model: &Model, host: &mut RuntimeHost, modules: &Modules) -> B
                 }
                 let proxy = proxy(model, &mut sent, instance);
                 let (bridge, ..) = host.bridge(None);
-                let exported = python::export_fields(
-                    bridge.sandboxes,
-                    bridge.servers,
-                    bridge.packages,
-                    &ty.name,
-                    &proxy,
-                    id_field,
-                    &fields,
-                    bridge.output,
-                    &mut |request| answer(model, modules, &mut sent, request),
-                );
+                let exported = python::export_fields(bridge, &ty.name, &proxy, id_field, &fields, &mut |request| {
+                    answer(model, modules, &mut sent, request)
+                });
                 let exported = exported.map_err(|e| {
                     let (kind, message) = failure(&ty.name, id_field.unwrap_or("fields"), e);
                     error_at(kind, message, model.location_of(instance))
@@ -126,12 +112,7 @@ fn answer(model: &Model, modules: &Modules, sent: &mut HashSet<u32>, request: py
                 Err(format!("no instance {instance} in this evaluation"))
             })
         }
-        python::Request::Entity { name } => python::Reply::Entity(
-            program
-                .entity_by_name(name)
-                .map(|entity| crate::entity_description(program, entity))
-                .ok_or_else(|| format!("could not find type {name}")),
-        ),
+        python::Request::Entity { name } => python::Reply::Entity(crate::entity_named(program, name)),
         python::Request::ModuleFile { module_dir, path } => python::Reply::ModuleFile(
             crate::plugins::module_file_content(modules, None, module_dir, path).map_err(crate::refusal),
         ),
@@ -169,7 +150,6 @@ fn attribute(model: &Model, sent: &mut HashSet<u32>, instance: u32, name: &str) 
 
 /// A value for the bridge: instances become proxies, in lists and dicts too.
 fn bridge_value(model: &Model, sent: &mut HashSet<u32>, value: Value) -> BridgeValue {
-    let holds_instances = |v: &Value| v.any_nested(&|v| matches!(v, Value::Instance(_)));
     match value {
         Value::Instance(id) => proxy(model, sent, id),
         Value::List(items) if items.iter().any(holds_instances) => {
@@ -236,15 +216,9 @@ pub(crate) fn dependency_managers(exporter: &mut Exporter<'_>) -> Result<(), Dia
         .collect();
     let (bridge, ..) = host.bridge(None);
     let mut sent = HashSet::new();
-    let managed = python::dependency_managers(
-        bridge.sandboxes,
-        bridge.servers,
-        bridge.packages,
-        &resources,
-        NATIVE_DEPENDENCY_MANAGERS,
-        bridge.output,
-        &mut |request| answer(model, modules, &mut sent, request),
-    );
+    let managed = python::dependency_managers(bridge, &resources, NATIVE_DEPENDENCY_MANAGERS, &mut |request| {
+        answer(model, modules, &mut sent, request)
+    });
     let requires = match managed {
         Ok(Some(requires)) => requires,
         Ok(None) => return Ok(()),
@@ -253,17 +227,12 @@ pub(crate) fn dependency_managers(exporter: &mut Exporter<'_>) -> Result<(), Dia
             // export's error kind where weft has one.
             let (kind, message) = match e {
                 BridgeError::Python(class, message) | BridgeError::Plugin(class, message) => (
-                    ErrorKind::ALL
-                        .iter()
-                        .copied()
-                        .find(|k| k.as_str() == class)
-                        .unwrap_or(ErrorKind::ExternalException),
+                    ErrorKind::from_name(&class).unwrap_or(ErrorKind::ExternalException),
                     format!("{class}: {message}"),
                 ),
-                BridgeError::Compiler(kind, message) => (
-                    ErrorKind::ALL.iter().copied().find(|k| k.as_str() == kind).unwrap_or(ErrorKind::RuntimeException),
-                    message,
-                ),
+                BridgeError::Compiler(kind, message) => {
+                    (ErrorKind::from_name(&kind).unwrap_or(ErrorKind::RuntimeException), message)
+                }
                 other => (ErrorKind::ExternalException, bridge_reason(other)),
             };
             let manager =
@@ -389,10 +358,9 @@ pub(crate) fn failure(entity: &str, field: &str, e: BridgeError) -> (ErrorKind, 
         BridgeError::Unencodable(text) => {
             (ErrorKind::ExternalException, failed(format!("TypeError: {text} is not JSON serializable")))
         }
-        BridgeError::Compiler(kind, message) => (
-            ErrorKind::ALL.iter().copied().find(|k| k.as_str() == kind).unwrap_or(ErrorKind::RuntimeException),
-            message,
-        ),
+        BridgeError::Compiler(kind, message) => {
+            (ErrorKind::from_name(&kind).unwrap_or(ErrorKind::RuntimeException), message)
+        }
         BridgeError::Runtime(message) => (ErrorKind::RuntimeException, message),
         BridgeError::Unset(cell) => {
             (ErrorKind::UnsetException, failed(format!("an attribute without a value (cell {cell})")))
