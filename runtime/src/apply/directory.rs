@@ -14,7 +14,8 @@ use std::path::PathBuf;
 use serde_json::{Map, Value as Json};
 
 use super::handler::{
-    Context, Fields, Handler, Permissions, ResourceError, attribute_changes, chmod_path, chown_path, existence_change,
+    Context, Fields, Handler, Permissions, ResourceError, attribute_changes, chmod_path, chown_path, effective_uid,
+    existence_change,
 };
 use super::report::Change;
 
@@ -122,14 +123,12 @@ impl Handler for DirectoryHandler {
 /// Makes the missing parents of `path`, from the top: each gets the mode, and when this process
 /// runs as root the owner and group, of the parent above it.
 fn create_parents(path: &std::path::Path) -> Result<(), ResourceError> {
-    use std::os::unix::fs::PermissionsExt;
     let mut ancestors: Vec<&std::path::Path> = path.ancestors().skip(1).collect();
     ancestors.reverse();
     // The files module's defaults, for a parent above which nothing exists (never the case
     // for an absolute path: `/` exists).
     let (mut mode, mut uid, mut gid) = (0o555, 0, 0);
-    // SAFETY: `geteuid` takes no argument, cannot fail and only reads the process's state.
-    let is_root = unsafe { libc::geteuid() } == 0;
+    let is_root = effective_uid() == 0;
     for parent in ancestors {
         if parent.as_os_str().is_empty() {
             continue;
@@ -147,8 +146,7 @@ fn create_parents(path: &std::path::Path) -> Result<(), ResourceError> {
             std::os::unix::fs::chown(parent, Some(uid), Some(gid))
                 .map_err(|e| ResourceError::io("chown", parent, e))?;
         }
-        std::fs::set_permissions(parent, std::fs::Permissions::from_mode(mode))
-            .map_err(|e| ResourceError::io("chmod", parent, e))?;
+        chmod_path(parent, Permissions::from_mode(mode))?;
     }
     Ok(())
 }

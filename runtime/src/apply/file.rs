@@ -16,8 +16,8 @@ use sha1::{Digest, Sha1};
 
 use super::atomic::{self, FileAttributes};
 use super::handler::{
-    Context, Fields, Handler, Permissions, ResourceError, attribute_changes, chmod_path, chown_path, existence_change,
-    ownership_ids,
+    Context, Fields, Handler, Permissions, ResourceError, attribute_changes, chmod_path, chown_path, effective_uid,
+    existence_change, ownership_ids,
 };
 use super::report::Change;
 
@@ -275,11 +275,6 @@ fn write(path: &Path, data: &[u8], attributes: FileAttributes) -> Result<(), Res
 /// (an unprivileged process can then still rewrite its own files).
 fn unless_own(id: u32, own: u32) -> Option<u32> {
     (id != own).then_some(id)
-}
-
-fn effective_uid() -> u32 {
-    // SAFETY: geteuid cannot fail and touches no memory of ours.
-    unsafe { libc::geteuid() }
 }
 
 fn effective_gid() -> u32 {

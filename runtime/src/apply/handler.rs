@@ -463,6 +463,12 @@ pub(super) fn chown_path(
 }
 
 /// Sets the mode of `path` in place.
+/// The user this process acts as.
+pub(super) fn effective_uid() -> u32 {
+    // SAFETY: geteuid cannot fail and touches no memory of ours.
+    unsafe { libc::geteuid() }
+}
+
 pub(super) fn chmod_path(path: &Path, permissions: Permissions) -> Result<(), ResourceError> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(permissions.mode))

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use serde_json::{Map, Value as Json};
 
 use super::atomic;
-use super::handler::{Context, Fields, Handler, ResourceError, existence_change, ownership_ids};
+use super::handler::{Context, Fields, Handler, ResourceError, attribute_changes, existence_change, ownership_ids};
 use super::report::Change;
 
 /// The handler of a symlink type, by the names its fields have.
@@ -95,17 +95,8 @@ impl Handler for SymlinkHandler {
             let shown = if target.is_absolute() { ctx.model_path(target) } else { target.display().to_string() };
             changes.push(Change::new(self.target, shown, desired.source_in_model.as_str()));
         }
-        let accounts = ctx.accounts();
-        if let Some(owner) = desired.owner.as_deref()
-            && !accounts.user_matches(owner, uid)
-        {
-            changes.push(Change::new("owner", accounts.user_name(uid), owner));
-        }
-        if let Some(group) = desired.group.as_deref()
-            && !accounts.group_matches(group, gid)
-        {
-            changes.push(Change::new("group", accounts.group_name(gid), group));
-        }
+        // A link has no mode of its own to compare.
+        attribute_changes((None, desired.owner.as_deref(), desired.group.as_deref()), (0, uid, gid), ctx, &mut changes);
         changes
     }
 
