@@ -273,6 +273,7 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
 /// mimalloc's `mi_option_arena_reserve` (23 in the headers of mimalloc 2, which the sys crate
 /// builds by default; not exported as a constant either).
+#[cfg(target_os = "linux")]
 const MI_OPTION_ARENA_RESERVE: libmimalloc_sys::mi_option_t = 23;
 
 /// No arena reservation: mimalloc takes its segments from the system one by one instead of
@@ -280,8 +281,10 @@ const MI_OPTION_ARENA_RESERVE: libmimalloc_sys::mi_option_t = 23;
 /// memory is 12 MB lower for `weft compile` (133 MB against 121 MB) and 6 MB lower for
 /// `weft run` (126 MB against 120 MB), in the same time. mimalloc reads the option when it
 /// reserves its first arena, at the first allocation, which the Rust runtime makes before
-/// `main`; so the option is also set from the executable's constructors, which run before
-/// (mimalloc allocates nothing of its own before it is first called).
+/// `main` (setting it there changed nothing, measured); so the option is set from the
+/// executable's constructors, which run before (mimalloc allocates nothing of its own before
+/// it is first called). Elsewhere than Linux mimalloc keeps its arena.
+#[cfg(target_os = "linux")]
 extern "C" fn configure_arenas() {
     // SAFETY: `mi_option_set` only stores an option value; 0 is a valid size for this option.
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_ARENA_RESERVE, 0) };
@@ -309,7 +312,6 @@ static CONFIGURE_ARENAS: extern "C" fn() = configure_arenas;
 ///   so the process turns them off itself; the kernel checks the flag at each page fault,
 ///   so it holds for the arenas mimalloc already reserved.
 fn configure_allocator() {
-    configure_arenas();
     // SAFETY: `mi_option_set` only stores an option value; any value is valid for this option,
     // and it is called before any other thread exists.
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
@@ -614,12 +616,9 @@ fn evaluate(project: &ProjectArgs, inputs: &InputArgs, keep_model: bool) -> Resu
         };
         evaluated.loaded = started.elapsed();
         let (outcome, model) = weft_runtime::run(executable, &options);
-        print_lines(&outcome.prints)?;
-        // What plugins wrote to their error stream, as the reference shows it: before the
-        // diagnostics, which come once the evaluation ended.
-        for line in &outcome.plugin_messages {
-            eprintln!("{line}");
-        }
+        // What plugins wrote to their error stream comes before the diagnostics, which come
+        // once the evaluation ended.
+        print_plugin_output(&outcome.prints, &outcome.plugin_messages)?;
         // A runtime error ends the evaluation alone. The end-of-compile checks report every
         // error they found, the most important first, as the reference's MultiException does
         // ("Reported N errors"): a model with several incomplete instances shows them all.
@@ -690,10 +689,7 @@ fn evaluate_and_export(project: &ProjectArgs, inputs: &InputArgs) -> Result<(Eva
             Ok(export) => (&export.prints, &export.plugin_messages),
             Err(failure) => (&failure.prints, &failure.plugin_messages),
         };
-        print_lines(prints)?;
-        for line in messages {
-            eprintln!("{line}");
-        }
+        print_plugin_output(prints, messages)?;
         match exported {
             Ok(export) => {
                 evaluated.diagnostics.extend(export.warnings);
@@ -889,14 +885,19 @@ fn apply(args: &ApplyArgs) -> Result<ExitCode> {
 }
 
 /// Writes the lines `std::print` produced to stdout.
-fn print_lines(lines: &[String]) -> Result<()> {
+/// What the model and its plugins printed, on stdout, then what plugins wrote to their error
+/// stream, on stderr, as the reference shows both.
+fn print_plugin_output(prints: &[String], messages: &[String]) -> Result<()> {
     use std::io::Write;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    for line in lines {
+    for line in prints {
         writeln!(out, "{line}")?;
     }
     out.flush()?;
+    for line in messages {
+        eprintln!("{line}");
+    }
     Ok(())
 }
 
