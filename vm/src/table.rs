@@ -54,6 +54,10 @@ const SHARE_OF_ADDRESS_LIMIT: usize = 64;
 /// much beyond what it uses.
 const MAX_COMMIT_STEP: usize = 16 << 20;
 
+/// How far a table shrinks before `Table::truncate` gives its pages back: a system call, and
+/// page faults again if the table grows back, so not for every element.
+const RELEASE_STEP: usize = 1 << 20;
+
 pub struct Table<T> {
     /// The first element; dangling (but aligned) until the table has its reservation.
     base: NonNull<T>,
@@ -62,6 +66,9 @@ pub struct Table<T> {
     /// region's committed bytes divided by the element size, kept so that a push compares
     /// without dividing.
     committed: usize,
+    /// The end of the bytes the table may have made resident since it last gave pages back
+    /// (see `truncate`): the most it held since then.
+    touched_end: usize,
     region: region::Region,
     _owns: PhantomData<T>,
 }
@@ -76,7 +83,14 @@ impl<T> Default for Table<T> {
     fn default() -> Self {
         const { assert!(std::mem::size_of::<T>() > 0, "a table of zero-sized elements") };
         const { assert!(std::mem::align_of::<T>() <= GRANULE, "elements aligned beyond a granule") };
-        Table { base: NonNull::dangling(), len: 0, committed: 0, region: region::Region::EMPTY, _owns: PhantomData }
+        Table {
+            base: NonNull::dangling(),
+            len: 0,
+            committed: 0,
+            touched_end: 0,
+            region: region::Region::EMPTY,
+            _owns: PhantomData,
+        }
     }
 }
 
@@ -158,6 +172,32 @@ impl<T> Table<T> {
         unsafe { std::ptr::copy_nonoverlapping(self.base.as_ptr(), base, self.len) };
         self.region = region;
         self.base = NonNull::new(base).unwrap_or_else(|| out_of_memory(needed));
+    }
+
+    /// Drops the elements from `len` on and, once the table has shrunk by more than
+    /// [`RELEASE_STEP`] bytes since its pages were last given back, gives the system the whole
+    /// pages past the new end (they stay committed: a later push finds zeroed pages there).
+    /// For tables whose top empties while the evaluation goes on (the task slots).
+    pub fn truncate(&mut self, len: usize) {
+        if len >= self.len {
+            return;
+        }
+        let size = std::mem::size_of::<T>();
+        self.touched_end = self.touched_end.max(self.len * size);
+        let old_len = self.len;
+        // The length first: should a destructor panic, the rest leak instead of being dropped
+        // twice.
+        self.len = len;
+        // SAFETY: elements `len..old_len` were initialised and, past the new length, are no
+        // longer reachable through the table: each is dropped once, here.
+        unsafe {
+            std::ptr::drop_in_place(std::ptr::slice_from_raw_parts_mut(self.base.as_ptr().add(len), old_len - len))
+        };
+        let end = len * size;
+        if self.touched_end - end >= RELEASE_STEP {
+            let released_from = self.region.release_after(end);
+            self.touched_end = released_from.max(end);
+        }
     }
 
     pub fn get(&self, index: usize) -> Option<&T> {
@@ -299,6 +339,33 @@ mod region {
         }
     }
 
+    impl Region {
+        /// Gives the system the resident pages of the committed bytes from `offset` on
+        /// (rounded up to a page), which the owner no longer uses; they stay committed and
+        /// read as zeros afterwards. Returns where the released bytes start.
+        pub(super) fn release_after(&mut self, offset: usize) -> usize {
+            let page = page_size();
+            let start = offset.next_multiple_of(page);
+            if start >= self.committed {
+                return start;
+            }
+            // SAFETY: `[start, committed)` is page-aligned, inside this region's own mapping,
+            // and holds no element in use: the owner's elements end at `offset`. Private
+            // anonymous pages given back this way read as zeros when touched again.
+            unsafe { libc::madvise(self.base.add(start).cast(), self.committed - start, libc::MADV_DONTNEED) };
+            start
+        }
+    }
+
+    fn page_size() -> usize {
+        static PAGE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+        *PAGE.get_or_init(|| {
+            // SAFETY: `sysconf` reads a system constant.
+            let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+            usize::try_from(size).ok().filter(|&s| s > 0 && s <= super::GRANULE).unwrap_or(super::GRANULE)
+        })
+    }
+
     impl Drop for Region {
         fn drop(&mut self) {
             if self.reserved > 0 {
@@ -351,6 +418,11 @@ mod region {
 
         pub(super) fn commit(&mut self, bytes: usize) -> bool {
             bytes <= self.reserved
+        }
+
+        /// Without `mmap` there is nothing to give back short of moving the table.
+        pub(super) fn release_after(&mut self, _offset: usize) -> usize {
+            self.reserved
         }
     }
 

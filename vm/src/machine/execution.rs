@@ -34,9 +34,7 @@ impl Machine {
                 // Nothing refers to a finished task any more: every cell it waited for has
                 // released it (that is how it became ready), so its slot can be reused. Its
                 // slot keeps the empty requirement list `take` left there.
-                let w = &mut self.waiters[waiter as usize];
-                w.seq = self.free_waiter;
-                self.free_waiter = waiter;
+                self.free_task_slot(waiter);
                 self.live_tasks -= 1;
                 Ok(None)
             }

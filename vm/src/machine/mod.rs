@@ -36,6 +36,7 @@ mod constructors;
 mod emission;
 mod eval;
 mod execution;
+mod free_slots;
 mod listeners;
 mod pyformat;
 mod scopes;
@@ -1060,13 +1061,13 @@ pub struct Machine {
     pub cells: Table<Cell>,
     /// The extensions of the cells that have one (`Cell::ext_index`).
     exts: Table<CellExt>,
-    /// Task slots; a finished task's slot is reused (`free_waiter`), so the table holds the
-    /// peak number of live tasks, not every task ever spawned.
+    /// Task slots; a finished task's slot is reused (`free_slots`), so the table holds the
+    /// live tasks, not every task ever spawned, and shrinks when its top slots are free.
     pub waiters: Table<Waiter>,
-    /// The first free task slot, or `NONE`. A free slot's `seq` is the next free slot: the
-    /// free list lives in the slots, instead of in a vector as long as the peak number of
-    /// free slots (millions on large models).
-    free_waiter: WaiterId,
+    /// The free task slots below the table's top, handed out lowest first.
+    free_slots: free_slots::FreeSlots,
+    /// The most task slots the table has held.
+    peak_task_slots: usize,
     wait_nodes: WaitNodes,
     /// Tasks spawned so far: the creation sequence number of the next task.
     spawned: u32,
@@ -1216,7 +1217,8 @@ impl Machine {
             cells: Table::new(),
             exts: Table::new(),
             waiters: Table::new(),
-            free_waiter: NONE,
+            free_slots: free_slots::FreeSlots::default(),
+            peak_task_slots: 0,
             wait_nodes: WaitNodes::default(),
             spawned: 0,
             pending_order: None,
@@ -1271,7 +1273,7 @@ impl Machine {
     /// back to the allocator, whose pages the export's allocations reuse.
     pub fn shed_evaluation_state(&mut self) {
         self.waiters = Table::new();
-        self.free_waiter = NONE;
+        self.free_slots = free_slots::FreeSlots::default();
         self.pending_order = None;
         self.zerowaiter_events = Vec::new();
         self.wait_nodes = WaitNodes::default();
@@ -1303,11 +1305,12 @@ impl Machine {
     /// Sizes of the machine's tables, for `--stats`.
     pub fn table_sizes(&self) -> String {
         format!(
-            "{} cells ({} B each; {} with an extension of {} B), {} task slots ({} B each) for {} tasks, {} scopes, {} collectors",
+            "{} cells ({} B each; {} with an extension of {} B), {} task slots at most and {} at the end ({} B each) for {} tasks, {} scopes, {} collectors",
             self.cells.len(),
             std::mem::size_of::<Cell>(),
             self.exts.len(),
             std::mem::size_of::<CellExt>(),
+            self.peak_task_slots.max(self.waiters.len()),
             self.waiters.len(),
             std::mem::size_of::<Waiter>(),
             self.spawned,
@@ -1349,7 +1352,7 @@ impl Machine {
             (table.len() * std::mem::size_of::<T>()) as f64 / 1e6
         }
         format!(
-            "; table memory (MB): cells {:.1}, extensions {:.1}, task slots {:.1}, wait nodes {:.1}, scopes {:.1} ({} B each), promises {:.1} ({} B each), collectors {:.1} ({} B each), instances {:.1} ({} B each)",
+            "; table memory (MB): cells {:.1}, extensions {:.1}, task slots at the end {:.1}, wait nodes {:.1}, scopes {:.1} ({} B each), promises {:.1} ({} B each), collectors {:.1} ({} B each), instances {:.1} ({} B each)",
             mb(&self.cells),
             mb(&self.exts),
             mb(&self.waiters),

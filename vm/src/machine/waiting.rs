@@ -290,13 +290,12 @@ impl Machine {
             return;
         }
         let waiter = Waiter { waitcount: 1, seq, requires: Reqs::new(), body: Some(body) };
-        let id = if self.free_waiter != NONE {
-            let slot = self.free_waiter;
-            self.free_waiter = self.waiters[slot as usize].seq;
-            self.waiters[slot as usize] = waiter;
-            slot
-        } else {
-            self.waiters.push(waiter) as WaiterId
+        let id = match self.free_slots.take_lowest() {
+            Some(slot) => {
+                self.waiters[slot as usize] = waiter;
+                slot
+            }
+            None => self.waiters.push(waiter) as WaiterId,
         };
         self.live_tasks += 1;
         if let Some(order) = &mut self.pending_order {
@@ -312,6 +311,18 @@ impl Machine {
         }
         self.waiters[id as usize].requires = requires;
         self.ready(id);
+    }
+
+    /// Makes a finished task's slot free; when it was the top slot, cuts the free slots off
+    /// the top of the table (see `free_slots`).
+    pub(super) fn free_task_slot(&mut self, slot: WaiterId) {
+        self.free_slots.release(slot);
+        let len = self.waiters.len();
+        if slot as usize + 1 == len {
+            self.peak_task_slots = self.peak_task_slots.max(len);
+            let kept = self.free_slots.cut_top(len);
+            self.waiters.truncate(kept);
+        }
     }
 
     /// Whether some task was spawned and did not finish.
@@ -339,10 +350,10 @@ impl Machine {
     }
 
     /// Whether the task created `seq`-th is still pending in `slot`: a slot is reused once
-    /// its task finished, and a free slot has no body.
+    /// its task finished, a free slot has no body, and a free slot at the top of the table
+    /// may have been cut off it.
     pub(super) fn is_pending(&self, seq: u32, slot: WaiterId) -> bool {
-        let w = &self.waiters[slot as usize];
-        w.body.is_some() && w.seq == seq
+        self.waiters.get(slot as usize).is_some_and(|w| w.body.is_some() && w.seq == seq)
     }
 
     /// Whether finished tasks make up more than half of `pending_order` (with some slack, so
