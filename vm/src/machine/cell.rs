@@ -1,4 +1,4 @@
-//! The cell: the reference's result variable, in 24 bytes.
+//! The cell: the reference's result variable, in 20 bytes.
 //!
 //! A cell's value is kept as a tag and a payload ([`PackedValue`]) that own what the value
 //! owned, so only this module puts values in and takes them out; the rest of the machine
@@ -66,7 +66,7 @@ impl CellKind {
 /// small fields share one word (`packed`), and the waiter list lives in the machine's shared
 /// node arena (`WaitNodes`).
 pub struct Cell {
-    /// The value's payload; its tag is in `location`'s high bits (see [`PackedValue`]).
+    /// The value's payload; its tag is in `packed` (see [`PackedValue`]).
     value: PackedValue,
     /// The cell's link until it has an extension, then one more than the extension's index in
     /// the machine's `exts` table (`Cell::HAS_EXT` tells which). The link is an attribute
@@ -74,34 +74,38 @@ pub struct Cell {
     /// cell with an extension keeps it there (`CellExt::link`). Few cells have both, and
     /// sharing the word keeps a cell four bytes smaller.
     side: u32,
-    /// The low 27 bits: where the value was set, an index in the machine's `LocationTable`
-    /// (`Cell::NO_LOCATION` before). Bit 27: `Cell::HAS_EXT`. The high 4 bits: the value's tag
-    /// (`TAG_EMPTY` without one).
-    location: u32,
+    /// The cell's waiters until it holds its value, then where the value was set. A task that
+    /// waits for a cell with a value is ready at once, so a cell never needs both, and one
+    /// word for the two keeps a cell four bytes smaller (6 MB of the 93k-instance benchmark).
+    /// Which one the word holds: [`Cell::holds_location`]. The waiters of list cells (relation
+    /// ends of more than one element, list literals), which have no location, wait for their
+    /// freeze, after which they have none.
     pub(super) waiters: WaitList,
-    /// The low 24 bits: the attribute of an attribute cell, the `PackedType` of any other
-    /// cell (an attribute cell's type is its attribute's). The high 8 bits: the kind and the
+    /// The low 19 bits: the attribute of an attribute cell, the `PackedType` of any other
+    /// cell (an attribute cell's type is its attribute's). Bit 19: `Cell::HAS_EXT`. Bits 20
+    /// to 23: the value's tag (`TAG_EMPTY` without one). The high 8 bits: the kind and the
     /// flags (`Cell::KIND_SHIFT` and the `Cell::HAS_VALUE`, ... masks). The verifier keeps
-    /// entity and attribute indices within 24 bits (`MAX_PACKED_INDEX`).
+    /// entity and attribute indices within 19 bits (`MAX_PACKED_INDEX`).
     packed: u32,
 }
 
-/// The largest index a cell holds in its 24 bits: an attribute, or an entity's `PackedType`.
-const MAX_PACKED_INDEX: u32 = (1 << 24) - 1;
+/// The largest index a cell holds in its 19 bits: an attribute, or an entity's `PackedType`.
+/// Half a million attributes is a hundred times what the largest real models declare.
+const MAX_PACKED_INDEX: u32 = (1 << 19) - 1;
 
 /// How many entities and attributes a program may have for its indices to fit in a cell; the
 /// verifier rejects programs with more.
 pub(crate) const MAX_ENTITIES: usize = (MAX_PACKED_INDEX - PackedType::FIRST_ENTITY + 1) as usize;
 pub(crate) const MAX_ATTRIBUTES: usize = MAX_PACKED_INDEX as usize + 1;
 
-// A cell is 24 bytes: a million-instance model has sixteen million of them. At 24 bytes three
-// cells in eight straddle two cache lines, which at 32 none did; on the benchmarks the smaller
-// table more than made up for it (`benches/README.md`, twenty-fourth round). Growing it is a
-// decision, not an accident.
-const _: () = assert!(std::mem::size_of::<Cell>() == 24);
+// A cell is 20 bytes: a million-instance model has sixteen million of them. At 24 bytes three
+// cells in eight straddled two cache lines, which at 32 none did; on the benchmarks the smaller
+// table more than made up for it (`benches/README.md`, twenty-fourth round), and 20 bytes came
+// with the thirty-second. Growing it is a decision, not an accident.
+const _: () = assert!(std::mem::size_of::<Cell>() == 20);
 
 /// A cell's value without the enum's tag word: the payload of a [`Value`] in one 64-bit word,
-/// with the tag kept in four spare bits of the cell's `location` word. A `Value` is 24 bytes
+/// with the tag kept in four bits of the cell's `packed` word. A `Value` is 24 bytes
 /// because its largest variants (a string, a list, a dict) are a pointer and a length and the
 /// tag needs a word of its own; splitting the tag off made a cell 40 bytes instead of 48, 130
 /// MB less on a million-instance model, and four-byte words (with the extension an index
@@ -111,7 +115,7 @@ const _: () = assert!(std::mem::size_of::<Cell>() == 24);
 /// address a process gets on the 64-bit platforms weft runs on lies unless it asks for more,
 /// and the length in the high 16. A value that does not fit (a string of 64 KiB or more, an
 /// address above 2^48) is boxed instead, under a tag of its own, so that nothing depends on
-/// the layout of the address space. With an eight-byte payload a cell is 24 bytes: 25 MB less
+/// the layout of the address space. With an eight-byte payload a cell was 24 bytes: 25 MB less
 /// on the 186k-instance benchmark, whose 3.2 million cells were its largest table.
 ///
 /// Owning: a slot whose tag is not `TAG_EMPTY` owns the shared allocation its payload points
@@ -489,13 +493,13 @@ impl Cell {
     /// reported in `Machine::zerowaiter_events`.
     pub(super) const WATCHED: u32 = 1 << 31;
     const INDEX_MASK: u32 = MAX_PACKED_INDEX;
-
-    /// The location bits of a cell whose value has no recorded location.
-    pub(super) const NO_LOCATION: u32 = (1 << 27) - 1;
-    /// In `location`: whether `side` holds an extension instead of the link.
-    const HAS_EXT: u32 = 1 << 27;
-    const TAG_SHIFT: u32 = 28;
+    /// Whether `side` holds an extension instead of the link.
+    const HAS_EXT: u32 = 1 << 19;
+    const TAG_SHIFT: u32 = 20;
     const TAG_MASK: u32 = 0xf << Self::TAG_SHIFT;
+
+    /// The location of a cell whose value has no recorded location.
+    pub(super) const NO_LOCATION: u32 = (1 << 27) - 1;
 
     pub(super) fn new(kind: CellKind) -> Self {
         Cell {
@@ -504,7 +508,6 @@ impl Cell {
             // never filled, listened to, promised or waited on (a relation nobody sets) reads
             // as empty without one.
             side: NONE,
-            location: Self::NO_LOCATION,
             waiters: WaitList::EMPTY,
             packed: PackedType::NONE.0
                 | (kind as u32) << Self::KIND_SHIFT
@@ -523,7 +526,7 @@ impl Cell {
 
     #[inline]
     pub(super) fn tag(&self) -> u32 {
-        self.location >> Self::TAG_SHIFT
+        (self.packed & Self::TAG_MASK) >> Self::TAG_SHIFT
     }
 
     /// Where the shared allocation of a string, list or dict value is (its reference count
@@ -573,7 +576,7 @@ impl Cell {
         debug_assert_eq!(self.tag(), TAG_EMPTY, "filling a cell that holds a value");
         let (tag, payload) = PackedValue::pack(value);
         self.value = payload;
-        self.location = (self.location & !Self::TAG_MASK) | tag << Self::TAG_SHIFT;
+        self.packed = (self.packed & !Self::TAG_MASK) | tag << Self::TAG_SHIFT;
     }
 
     /// Takes the value out, leaving none.
@@ -582,7 +585,7 @@ impl Cell {
         if tag == TAG_EMPTY {
             return None;
         }
-        self.location &= !Self::TAG_MASK;
+        self.packed &= !Self::TAG_MASK;
         let payload = std::mem::replace(&mut self.value, PackedValue::EMPTY);
         // SAFETY: the tag and payload come from one `pack`, and the cell gives the payload up
         // (its tag is now empty), so the value takes over what it owned and the box, if any,
@@ -594,18 +597,28 @@ impl Cell {
         }
     }
 
+    /// Whether the word of the waiters holds the location instead: the cell has its value and
+    /// is not a list cell (whose waiters wait for the freeze, and which has no location).
+    #[inline]
+    pub(super) fn holds_location(&self) -> bool {
+        self.has_value() && !matches!(self.kind(), CellKind::List | CellKind::ListLiteral)
+    }
+
     /// Where the value was set, as an index in the `LocationTable` (`NO_LOCATION` for none).
     #[inline]
     pub(super) fn location_index(&self) -> u32 {
-        self.location & Self::NO_LOCATION
+        if self.holds_location() { self.waiters.tail.min(Self::NO_LOCATION) } else { Self::NO_LOCATION }
     }
 
+    /// Records where the value was set, once the cell holds it (so that its waiters were
+    /// released: the word is theirs before).
     #[inline]
     pub(super) fn set_location_index(&mut self, index: u32) {
-        self.location = (self.location & !Self::NO_LOCATION) | index.min(Self::NO_LOCATION);
+        debug_assert!(self.holds_location(), "a location recorded before the value");
+        self.waiters.tail = index.min(Self::NO_LOCATION);
     }
 
-    /// Replaces the low 24 bits: the attribute or the type check.
+    /// Replaces the low 19 bits: the attribute or the type check.
     fn set_index(&mut self, index: u32) {
         self.packed = (self.packed & !Self::INDEX_MASK) | index;
     }
@@ -683,7 +696,7 @@ impl Cell {
     /// than the index; this is the only place that reads it so.
     #[inline]
     pub(super) fn ext_index(&self) -> Option<usize> {
-        (self.location & Self::HAS_EXT != 0).then(|| self.side as usize - 1)
+        (self.packed & Self::HAS_EXT != 0).then(|| self.side as usize - 1)
     }
 
     /// The owning instance, the target or `NONE` (see `side`).
@@ -710,7 +723,7 @@ impl Cell {
         }
         let ext = exts.push(CellExt { link: self.side, ..CellExt::default() });
         self.side = ext as u32 + 1;
-        self.location |= Self::HAS_EXT;
+        self.packed |= Self::HAS_EXT;
         ext
     }
 

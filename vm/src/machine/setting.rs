@@ -33,14 +33,19 @@ impl Machine {
                 // Only a relation end needs the value afterwards, and its value is an
                 // instance (or null), which copies without touching a reference count.
                 let inverse = (kind == CellKind::Single && recur).then(|| value.clone());
+                // The waiters first: their word takes the location once the cell has its value.
+                let mut waiters = self.take_waiters(cell);
+                let location_index = self.locations.intern(location);
                 let c = &mut self.cells[cell as usize];
                 c.fill(value);
-                c.set_location_index(self.locations.intern(location));
                 c.set_has_value(true);
+                c.set_location_index(location_index);
                 if let Some(value) = inverse {
                     self.set_inverse(cell, &value, location)?;
                 }
-                self.notify(cell);
+                while let Some(w) = self.wait_nodes.pop(&mut waiters) {
+                    self.ready(w);
+                }
                 Ok(())
             }
             CellKind::Option => {
@@ -68,10 +73,11 @@ impl Machine {
                 if recur && self.instance_of(&value).is_some() {
                     self.set_inverse(cell, &value, location)?;
                 }
-                let c = &mut self.cells[cell as usize];
-                c.set_value(value);
-                c.set_location_index(self.locations.intern(location));
+                self.cells[cell as usize].set_value(value);
+                // The freeze releases the waiters, whose word then takes the location.
                 self.freeze(cell);
+                let location_index = self.locations.intern(location);
+                self.cells[cell as usize].set_location_index(location_index);
                 Ok(())
             }
             CellKind::List | CellKind::ListLiteral => {

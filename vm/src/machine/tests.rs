@@ -44,6 +44,7 @@ fn cells_keep_values_and_their_counts() {
         assert_eq!(format!("{:?}", *cell.value().expect("a value")), format!("{value:?}"));
         assert_eq!(format!("{:?}", cell.value_cloned().expect("a value")), format!("{value:?}"));
         assert_eq!(cell.location_index(), Cell::NO_LOCATION);
+        cell.set_has_value(true);
         cell.set_location_index(7);
         assert_eq!(format!("{:?}", cell.take_value().expect("a value")), format!("{value:?}"));
         assert!(cell.value().is_none());
@@ -159,13 +160,13 @@ fn cell_fields_share_one_word() {
     }
     let attr = weft_ir::program::AttrId(super::MAX_ATTRIBUTES as u32 - 1);
     let mut exts = Table::new();
-    let mut cell = Cell::attribute(CellKind::List, 7, attr);
+    let mut cell = Cell::attribute(CellKind::Single, 7, attr);
     cell.set_has_value(true);
     cell.set_location_index(Cell::NO_LOCATION - 1);
     cell.set_value(Value::Int(3));
     assert_eq!(cell.owner(&exts), Some((7, attr)));
     assert_eq!(cell.ty(&exts), PackedType::FROM_OWNER);
-    assert_eq!(cell.kind(), CellKind::List);
+    assert_eq!(cell.kind(), CellKind::Single);
     // An extension takes the owner over, and the location and value stay as they were.
     assert_eq!(cell.ext_index(), None);
     let ext = cell.ext_or_make(&mut exts);

@@ -134,10 +134,12 @@ impl Machine {
 
     /// Freezes a delayed cell: it takes no more values and its waiters are released.
     pub fn freeze(&mut self, cell: CellId) {
-        let c = &mut self.cells[cell as usize];
-        if c.has_value() {
+        if self.cells[cell as usize].has_value() {
             return;
         }
+        // Before the cell has its value: an option's waiters share a word with its location.
+        let mut waiters = self.take_waiters(cell);
+        let c = &mut self.cells[cell as usize];
         c.set_queued(true);
         c.set_has_value(true);
         c.set_tracks_promises(false);
@@ -150,7 +152,6 @@ impl Machine {
                 self.listener_sets.remove(&cell);
             }
         }
-        let mut waiters = self.take_waiters(cell);
         while let Some(w) = self.wait_nodes.pop(&mut waiters) {
             self.ready(w);
         }
@@ -171,6 +172,7 @@ impl Machine {
     /// Adds a waiter to a cell's list, counting it for a delayed cell (`progress_potential`).
     pub(super) fn push_waiter(&mut self, cell: CellId, waiter: WaiterId) {
         let c = &mut self.cells[cell as usize];
+        debug_assert!(!c.holds_location(), "a waiter for a cell that has its value");
         self.wait_nodes.push(&mut c.waiters, waiter);
         if c.is_delayed() {
             if c.is_set(Cell::WATCHED) {
@@ -206,7 +208,12 @@ impl Machine {
         if let Some(x) = self.existing_xm(cell) {
             x.waiting = 0;
         }
-        std::mem::replace(&mut self.cells[cell as usize].waiters, WaitList::EMPTY)
+        let c = &mut self.cells[cell as usize];
+        if c.holds_location() {
+            // A cell with its value has no waiters: the word is its location.
+            return WaitList::EMPTY;
+        }
+        std::mem::replace(&mut c.waiters, WaitList::EMPTY)
     }
 
     pub(super) fn get_promise(&mut self, cell: CellId) -> Option<PromiseId> {
@@ -267,13 +274,6 @@ impl Machine {
         w.waitcount -= 1;
         if w.waitcount == 0 {
             self.run_queue.push_back(waiter);
-        }
-    }
-
-    pub(super) fn notify(&mut self, cell: CellId) {
-        let mut waiters = self.take_waiters(cell);
-        while let Some(w) = self.wait_nodes.pop(&mut waiters) {
-            self.ready(w);
         }
     }
 
