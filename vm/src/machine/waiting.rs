@@ -258,6 +258,10 @@ impl Machine {
         if c.kind() == CellKind::Proxy {
             match c.target(&self.exts) {
                 Some(t) => self.register(t, waiter),
+                // A proxy is read through its target and never set itself; should one hold a
+                // value, its waiter is ready as any cell's with a value is (the word of its
+                // waiter list holds the location then).
+                None if c.has_value() => self.ready(waiter),
                 None => self.push_waiter(cell, waiter),
             }
             return;
