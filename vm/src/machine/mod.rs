@@ -825,7 +825,8 @@ enum Resumer {
 
 pub struct Waiter {
     waitcount: i32,
-    /// Creation order (see `Machine::pending_tasks`); in a free slot, the next free slot.
+    /// Creation order (see `Machine::pending_tasks`); meaningless in a free slot, which has
+    /// no body (free slots are `Machine::free_slots`).
     seq: u32,
     requires: Reqs,
     /// `None` while the task runs and once it finished.
