@@ -477,6 +477,33 @@ mod tests {
         assert_eq!(std::sync::Arc::strong_count(&shared), 1);
     }
 
+    /// Truncating drops the elements past the new end once, gives their pages back past a
+    /// megabyte, and the table grows again over them with the values pushed then.
+    #[test]
+    fn truncation_drops_the_top_and_the_table_grows_back() {
+        let shared = std::sync::Arc::new(());
+        let mut table = Table::new();
+        let count = 4 * RELEASE_STEP / std::mem::size_of::<std::sync::Arc<()>>();
+        for _ in 0..count {
+            table.push(shared.clone());
+        }
+        table.truncate(count / 8);
+        assert_eq!((table.len(), std::sync::Arc::strong_count(&shared)), (count / 8, count / 8 + 1));
+        table.truncate(count);
+        assert_eq!(table.len(), count / 8, "truncating to a larger length changes nothing");
+        let mut numbers = Table::new();
+        for i in 0..count {
+            numbers.push(i);
+        }
+        numbers.truncate(10);
+        for i in 10..count {
+            assert_eq!(numbers.push(i + 1), i);
+        }
+        assert!((10..count).all(|i| numbers[i] == i + 1) && (0..10).all(|i| numbers[i] == i));
+        drop(table);
+        assert_eq!(std::sync::Arc::strong_count(&shared), 1);
+    }
+
     /// A table that outgrows its reservation moves and keeps its elements.
     #[test]
     fn a_table_moves_when_it_outgrows_its_reservation() {
