@@ -5,7 +5,7 @@ use super::*;
 
 impl Machine {
     pub(super) fn push_scope(&mut self, scope: Scope) -> ScopeId {
-        self.scopes.push(scope) as ScopeId
+        self.scopes.push(PackedScope::pack(scope)) as ScopeId
     }
 
     /// A new execution context for a block: one fresh cell per declared variable.
@@ -43,24 +43,24 @@ impl Machine {
             VarRef::Qualified(ns, sym) => return self.ns_lookup(ns, sym, name),
             VarRef::Name(sym) => sym,
         };
-        match &self.scopes[scope as usize] {
+        match self.scopes[scope as usize].unpack() {
             Scope::Block { block, first, parent } => match self.block_variables[block.index()].position(name_sym) {
                 Some(i) => Ok(first + i as CellId),
-                None => self.lookup_in(*parent, name, root),
+                None => self.lookup_in(parent, name, root),
             },
             Scope::Var { name: n, cell, parent } => {
-                if root.is_none() && *n == name_sym {
-                    Ok(*cell)
+                if root.is_none() && n == name_sym {
+                    Ok(cell)
                 } else {
-                    self.lookup_in(*parent, name, root)
+                    self.lookup_in(parent, name, root)
                 }
             }
-            Scope::Ns { ns, parent } => self.lookup_in(*parent, name, Some(root.unwrap_or(*ns))),
+            Scope::Ns { ns, parent } => self.lookup_in(parent, name, Some(root.unwrap_or(ns))),
             Scope::Instance { instance } => {
                 if name_sym == self.symbols.self_ {
-                    return Ok(self.self_cell(*instance));
+                    return Ok(self.self_cell(instance));
                 }
-                match (self.slot(*instance, name_sym), root) {
+                match (self.slot(instance, name_sym), root) {
                     (Some(c), _) => Ok(c),
                     (None, Some(ns)) => self.ns_lookup(ns, name_sym, name),
                     // An instance scope is always entered through a namespace scope.
@@ -70,13 +70,13 @@ impl Machine {
                     )),
                 }
             }
-            Scope::Root { ns } => self.ns_lookup(root.unwrap_or(*ns), name_sym, name),
+            Scope::Root { ns } => self.ns_lookup(root.unwrap_or(ns), name_sym, name),
         }
     }
 
     pub(super) fn ns_lookup(&self, ns: NsId, sym: Symbol, name: VarRef) -> R<CellId> {
         let scope = self.ns_scopes[ns.index()];
-        if let Scope::Block { block, first, .. } = &self.scopes[scope as usize]
+        if let Scope::Block { block, first, .. } = self.scopes[scope as usize].unpack()
             && let Some(i) = self.block_variables[block.index()].position(sym)
         {
             return Ok(first + i as CellId);
@@ -99,9 +99,9 @@ impl Machine {
     pub fn scope_namespace(&self, scope: ScopeId) -> Option<NsId> {
         let mut scope = scope;
         loop {
-            match self.scopes.get(scope as usize)? {
-                Scope::Block { parent, .. } | Scope::Var { parent, .. } => scope = *parent,
-                Scope::Ns { ns, .. } | Scope::Root { ns } => return Some(*ns),
+            match self.scopes.get(scope as usize)?.unpack() {
+                Scope::Block { parent, .. } | Scope::Var { parent, .. } => scope = parent,
+                Scope::Ns { ns, .. } | Scope::Root { ns } => return Some(ns),
                 Scope::Instance { .. } => return None,
             }
         }
