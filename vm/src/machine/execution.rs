@@ -110,7 +110,13 @@ impl Machine {
                         let name = self.program.attribute(attr).name;
                         self.attribute_error(instance, name, e.at(location), Some(location))
                     }
-                    None => e.at(location),
+                    // `x.self = ...` sets the instance's `self` variable (`Machine::slot`).
+                    None => match self.self_cell_owner(target) {
+                        Some(instance) => {
+                            self.attribute_error(instance, self.symbols.self_, e.at(location), Some(location))
+                        }
+                        None => e.at(location),
+                    },
                 }
             }
             // The reference's `ExecutionUnit` gives an error its expression's place when

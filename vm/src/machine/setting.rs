@@ -283,8 +283,14 @@ impl Machine {
     #[inline]
     pub fn slot(&self, inst: InstanceId, name: Symbol) -> Option<CellId> {
         let i = &self.instances[inst as usize];
-        let position = self.slot_tables[i.entity.index()].position(name)?;
-        Some(i.first_cell + position as CellId)
+        match self.slot_tables[i.entity.index()].position(name) {
+            Some(position) => Some(i.first_cell + position as CellId),
+            // The reference's instance keeps `self` among its slots, a variable holding the
+            // instance: `x.self` reads `x` on any entity, and setting it to another value is a
+            // double set.
+            None if name == self.symbols.self_ => Some(self.self_cell(inst)),
+            None => None,
+        }
     }
 
     /// An instance's attribute cells, in its entity's slot order.
@@ -301,6 +307,19 @@ impl Machine {
     }
 
     /// The cell holding the instance itself (`self`).
+    /// The instance whose `self` cell this is, if it is one: a self cell holds its instance
+    /// from its creation.
+    pub(super) fn self_cell_owner(&self, cell: CellId) -> Option<InstanceId> {
+        let c = &self.cells[cell as usize];
+        if c.kind() != CellKind::Plain || c.owner(&self.exts).is_some() {
+            return None;
+        }
+        match c.value().as_deref() {
+            Some(Value::Instance(inst)) if self.self_cell(*inst) == cell => Some(*inst),
+            _ => None,
+        }
+    }
+
     pub fn self_cell(&self, inst: InstanceId) -> CellId {
         let i = &self.instances[inst as usize];
         i.first_cell + self.program.entity(i.entity).slots.len() as CellId
