@@ -117,6 +117,9 @@ pub enum ValueError {
     /// A float out of range (an int too large to convert, a power too large): a raw Python
     /// `OverflowError` in the reference.
     Overflow(String),
+    /// A list or dict looked up as a dict's key (`[] in d`): a raw Python `TypeError` in the
+    /// reference, which hashes the key.
+    Unhashable(String),
 }
 
 impl Value {
@@ -244,10 +247,14 @@ impl Value {
     /// `x in container`: key membership for dicts, element equality for lists.
     pub fn py_contains(container: &Value, item: &Value) -> Result<bool, ValueError> {
         match container {
-            Value::Dict(d) => Ok(match item {
-                Value::Str(k) => d.contains_key(k),
-                _ => false,
-            }),
+            Value::Dict(d) => match item {
+                Value::Str(k) => Ok(d.contains_key(k)),
+                Value::List(_) | Value::Dict(_) => {
+                    let kind = if matches!(item, Value::List(_)) { "list" } else { "dict" };
+                    Err(ValueError::Unhashable(format!("unhashable type: '{kind}'")))
+                }
+                _ => Ok(false),
+            },
             Value::List(l) => Ok(l.iter().any(|x| x.py_eq(item))),
             other => {
                 // The reference formats its own null, `NoneValue`, as `null`.

@@ -35,6 +35,7 @@ impl From<ValueError> for Stop {
             ValueError::Typing(m) => Stop::Error(ErrorKind::TypingException, m),
             ValueError::ZeroDivision(m) => Stop::Error(ErrorKind::ZeroDivisionError, m),
             ValueError::Overflow(m) => Stop::Error(ErrorKind::OverflowError, m),
+            ValueError::Unhashable(m) => Stop::Error(ErrorKind::TypeError, m),
         }
     }
 }

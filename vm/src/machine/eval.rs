@@ -358,6 +358,7 @@ impl Machine {
             ValueError::Typing(m) => typing(m),
             ValueError::ZeroDivision(m) => EvalError::new(ErrorKind::ZeroDivisionError, m),
             ValueError::Overflow(m) => EvalError::new(ErrorKind::OverflowError, m),
+            ValueError::Unhashable(m) => EvalError::new(ErrorKind::TypeError, m),
         }
     }
 }
