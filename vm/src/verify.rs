@@ -72,9 +72,11 @@ impl Verifier<'_> {
         if p.names.len() > max_keyed {
             return Err(format!("{} names: the machine supports at most {max_keyed}", p.names.len()));
         }
-        // Scopes keep a block, a name or a namespace index in 29 bits.
+        // Scopes keep a block, a name or a namespace index in 29 bits; names are within that
+        // once they are within a key's (asserted below).
+        const { assert!(crate::machine::MAX_SCOPE_INDEX >= crate::machine::MAX_KEY_INDEX) };
         let max_scoped = crate::machine::MAX_SCOPE_INDEX as usize + 1;
-        for (what, count) in [("blocks", blocks), ("names", p.names.len()), ("namespaces", p.namespaces.len())] {
+        for (what, count) in [("blocks", blocks), ("namespaces", p.namespaces.len())] {
             if count > max_scoped {
                 return Err(format!("{count} {what}: the machine supports at most {max_scoped}"));
             }

@@ -306,7 +306,6 @@ impl Machine {
         i.first_cell..i.first_cell + self.program.entity(i.entity).slots.len() as CellId
     }
 
-    /// The cell holding the instance itself (`self`).
     /// The instance whose `self` cell this is, if it is one: a self cell holds its instance
     /// from its creation.
     pub(super) fn self_cell_owner(&self, cell: CellId) -> Option<InstanceId> {
@@ -320,6 +319,7 @@ impl Machine {
         }
     }
 
+    /// The cell holding the instance itself (`self`).
     pub fn self_cell(&self, inst: InstanceId) -> CellId {
         let i = &self.instances[inst as usize];
         i.first_cell + self.program.entity(i.entity).slots.len() as CellId
