@@ -174,9 +174,39 @@ pub fn load(path: &Path) -> Result<Loaded, LoadError> {
         // or rewriting the file while it is mapped could change the bytes under us; that is
         // the documented contract of deploying artifacts (replace them, never edit them).
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
-        Arc::new(Mapped(map))
+        let mapped = Arc::new(Mapped(map));
+        let loaded = load_from(mapped.clone(), &shown)?;
+        mapped.release_decoded(&loaded);
+        return Ok(loaded);
     };
     load_from(backing, &shown)
+}
+
+impl Mapped {
+    /// Gives back the pages of the sections before the code, which loading decoded into the
+    /// program and read no more: their bytes stay in the page cache, but not in this process's
+    /// resident memory for the whole evaluation (0.8 MB of the 93k-instance benchmark's
+    /// artifact). The code section is read in place and stays.
+    fn release_decoded(&self, loaded: &Loaded) {
+        // A multiple of every page size in use (4, 16 and 64 KiB), so that no page of the code
+        // is included.
+        const PAGE_MULTIPLE: u64 = 64 << 10;
+        let Some(&(_, code_offset, _)) = loaded.summary.sections.iter().find(|(name, _, _)| name == "code") else {
+            return;
+        };
+        let end = (code_offset & !(PAGE_MULTIPLE - 1)) as usize;
+        if end == 0 {
+            return;
+        }
+        #[cfg(unix)]
+        {
+            // SAFETY: the map is private and read-only, so the pages dropped hold no changes:
+            // a later read of them (none is made) would fault the file's bytes back in, the
+            // same bytes as before. Nothing holds a reference into them past the decoding,
+            // which copied what it kept. Failing to advise only keeps the pages.
+            let _ = unsafe { self.0.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, 0, end) };
+        }
+    }
 }
 
 /// Loads an artifact from bytes in memory (`shown` names it in errors).
