@@ -56,7 +56,7 @@ impl Verifier<'_> {
         if !p.entities.is_empty() {
             below("entity", p.std_entity.0, entities)?;
         }
-        // Cells keep an entity or an attribute index in 19 bits.
+        // Cells keep an entity or an attribute index in 18 bits.
         use crate::machine::{MAX_ATTRIBUTES, MAX_ENTITIES};
         if entities > MAX_ENTITIES {
             return Err(format!("{entities} entities: the machine supports at most {MAX_ENTITIES}"));

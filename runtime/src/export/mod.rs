@@ -175,7 +175,7 @@ impl Model {
         let Some(cell) = symbol.and_then(|symbol| self.machine.slot(instance, symbol)) else {
             return f(ReadRef::Missing);
         };
-        let Some((_, attr)) = self.machine.cell_owner(cell) else { return f(ReadRef::Missing) };
+        let Some(attr) = self.machine.cell_attribute(cell) else { return f(ReadRef::Missing) };
         let single = matches!(self.program().attribute(attr).kind, AttributeKind::Relation(end) if !end.is_multi());
         let null = Value::NULL;
         // A `[1]` or `[0:1]` end is read as its one element, or as no value.

@@ -1,4 +1,4 @@
-//! The cell: the reference's result variable, in 20 bytes.
+//! The cell: the reference's result variable, in 16 bytes.
 //!
 //! A cell's value is kept as a tag and a payload ([`PackedValue`]) that own what the value
 //! owned, so only this module puts values in and takes them out; the rest of the machine
@@ -66,43 +66,50 @@ impl CellKind {
 /// small fields share one word (`packed`), and the waiter list lives in the machine's shared
 /// node arena (`WaitNodes`).
 pub struct Cell {
-    /// The value's payload; its tag is in `packed` (see [`PackedValue`]).
+    /// The value's payload; its tag is in `packed` (see [`PackedValue`]). A proxy, which never
+    /// holds a value of its own, keeps the cell it was connected to here instead (with the
+    /// tag empty: see [`Cell::target`]).
     value: PackedValue,
-    /// The cell's link until it has an extension, then one more than the extension's index in
-    /// the machine's `exts` table (`Cell::HAS_EXT` tells which). The link is an attribute
-    /// cell's owning instance, a proxy's target cell once connected, `NONE` where absent; a
-    /// cell with an extension keeps it there (`CellExt::link`). Few cells have both, and
-    /// sharing the word keeps a cell four bytes smaller.
-    side: u32,
-    /// The cell's waiters until it holds its value, then where the value was set. A task that
-    /// waits for a cell with a value is ready at once, so a cell never needs both, and one
-    /// word for the two keeps a cell four bytes smaller (6 MB of the 93k-instance benchmark).
-    /// Which one the word holds: [`Cell::holds_location`]. The waiters of list cells (relation
-    /// ends of more than one element, list literals), which have no location, wait for their
-    /// freeze, after which they have none.
-    pub(super) waiters: WaitList,
-    /// The low 19 bits: the attribute of an attribute cell, the `PackedType` of any other
-    /// cell (an attribute cell's type is its attribute's). Bit 19: `Cell::HAS_EXT`. Bits 20
-    /// to 23: the value's tag (`TAG_EMPTY` without one). The high 8 bits: the kind and the
-    /// flags (`Cell::KIND_SHIFT` and the `Cell::HAS_VALUE`, ... masks). The verifier keeps
-    /// entity and attribute indices within 19 bits (`MAX_PACKED_INDEX`).
+    /// The cell's waiters until it holds its value, then where the value was set; once the
+    /// cell has an extension (`Cell::HAS_EXT`), the extension's index in the machine's `exts`
+    /// table, and the extension keeps the waiters or the location (`CellExt::waiters`).
+    ///
+    /// A task that waits for a cell with a value is ready at once, so a cell never needs its
+    /// waiters and its location at the same time, and one word for the two keeps a cell four
+    /// bytes smaller (6 MB of the 93k-instance benchmark). Which one the word holds:
+    /// [`Cell::holds_location`]. The waiters of list cells (relation ends of more than one
+    /// element, list literals), which have no location, wait for their freeze, after which
+    /// they have none. One cell in twenty has an extension, and moving the word there keeps
+    /// the others from paying four bytes for an index they do not use.
+    word: WaitList,
+    /// The low 18 bits: the attribute of an attribute cell (`Cell::ATTRIBUTE`), the
+    /// `PackedType` of any other cell (an attribute cell's type is its attribute's). Bit 18:
+    /// `Cell::ATTRIBUTE`. Bit 19: `Cell::HAS_EXT`. Bits 20 to 23: the value's tag
+    /// (`TAG_EMPTY` without one). The high 8 bits: the kind and the flags (`Cell::KIND_SHIFT`
+    /// and the `Cell::HAS_VALUE`, ... masks). The verifier keeps entity and attribute indices
+    /// within 18 bits (`MAX_PACKED_INDEX`).
+    ///
+    /// An attribute cell does not name its instance: the machine finds it from the cell's
+    /// place among the instances' cells (`Machine::cell_owner`), which only relation ends
+    /// and error messages ask for.
     packed: u32,
 }
 
-/// The largest index a cell holds in its 19 bits: an attribute, or an entity's `PackedType`.
-/// Half a million attributes is a hundred times what the largest real models declare.
-const MAX_PACKED_INDEX: u32 = (1 << 19) - 1;
+/// The largest index a cell holds in its 18 bits: an attribute, or an entity's `PackedType`.
+/// A quarter of a million attributes is fifty times what the largest real models declare.
+const MAX_PACKED_INDEX: u32 = (1 << 18) - 1;
 
 /// How many entities and attributes a program may have for its indices to fit in a cell; the
 /// verifier rejects programs with more.
 pub(crate) const MAX_ENTITIES: usize = (MAX_PACKED_INDEX - PackedType::FIRST_ENTITY + 1) as usize;
 pub(crate) const MAX_ATTRIBUTES: usize = MAX_PACKED_INDEX as usize + 1;
 
-// A cell is 20 bytes: a million-instance model has sixteen million of them. At 24 bytes three
+// A cell is 16 bytes: a million-instance model has sixteen million of them. At 24 bytes three
 // cells in eight straddled two cache lines, which at 32 none did; on the benchmarks the smaller
-// table more than made up for it (`benches/README.md`, twenty-fourth round), and 20 bytes came
-// with the thirty-second. Growing it is a decision, not an accident.
-const _: () = assert!(std::mem::size_of::<Cell>() == 20);
+// table more than made up for it (`benches/README.md`, twenty-fourth round). 20 bytes came
+// with the thirty-second round and 16, four to a cache line again, with the thirty-third.
+// Growing it is a decision, not an accident.
+const _: () = assert!(std::mem::size_of::<Cell>() == 16);
 
 /// A cell's value without the enum's tag word: the payload of a [`Value`] in one 64-bit word,
 /// with the tag kept in four bits of the cell's `packed` word. A `Value` is 24 bytes
@@ -327,6 +334,12 @@ impl WaitList {
     pub(super) const EMPTY: WaitList = WaitList { tail: NONE };
 }
 
+impl Default for WaitList {
+    fn default() -> Self {
+        WaitList::EMPTY
+    }
+}
+
 /// The nodes of every cell's waiter list, with a free list: a waiter registration costs no
 /// allocation of its own and the nodes of released lists are reused.
 pub(super) struct WaitNodes {
@@ -388,8 +401,9 @@ pub struct CellExt {
     /// Elements of list cells.
     pub items: Items,
     pub(super) listeners: Option<Vec<CollectorId>>,
-    /// The cell's link (see `Cell::side`), moved here when the extension was made.
-    link: u32,
+    /// The cell's waiters or location (see `Cell::word`), moved here when the extension was
+    /// made.
+    pub(super) waiters: WaitList,
     pub(super) nb_gradual_waiters: u32,
     /// Promises acquired on a delayed cell and not yet fulfilled, while `tracks_promises`.
     pub(super) outstanding: u32,
@@ -473,7 +487,7 @@ impl Items {
 pub(super) static EMPTY_EXT: CellExt = CellExt {
     items: Items::Open(Vec::new()),
     listeners: None,
-    link: NONE,
+    waiters: WaitList::EMPTY,
     nb_gradual_waiters: 0,
     outstanding: 0,
     waiting: 0,
@@ -493,7 +507,9 @@ impl Cell {
     /// reported in `Machine::zerowaiter_events`.
     pub(super) const WATCHED: u32 = 1 << 31;
     const INDEX_MASK: u32 = MAX_PACKED_INDEX;
-    /// Whether `side` holds an extension instead of the link.
+    /// An attribute cell: the index is its attribute.
+    const ATTRIBUTE: u32 = 1 << 18;
+    /// Whether `word` holds the index of an extension, which holds the word instead.
     const HAS_EXT: u32 = 1 << 19;
     const TAG_SHIFT: u32 = 20;
     const TAG_MASK: u32 = 0xf << Self::TAG_SHIFT;
@@ -507,21 +523,45 @@ impl Cell {
             // No extension: one is made when first needed (`Machine::xm`), and a list that is
             // never filled, listened to, promised or waited on (a relation nobody sets) reads
             // as empty without one.
-            side: NONE,
-            waiters: WaitList::EMPTY,
+            word: WaitList::EMPTY,
             packed: PackedType::NONE.0
                 | (kind as u32) << Self::KIND_SHIFT
                 | if kind.is_delayed() { Self::TRACKS_PROMISES } else { 0 },
         }
     }
 
-    /// An attribute cell of `instance`.
-    pub(super) fn attribute(kind: CellKind, instance: InstanceId, attr: AttrId) -> Self {
+    /// An attribute cell of `attr` (the instance's cells are consecutive: see
+    /// `Machine::cell_owner`).
+    pub(super) fn attribute(kind: CellKind, attr: AttrId) -> Self {
         debug_assert!(attr.0 <= Self::INDEX_MASK, "the verifier bounds attribute indices");
         let mut cell = Cell::new(kind);
-        cell.side = instance;
+        cell.packed |= Self::ATTRIBUTE;
         cell.set_index(attr.0);
         cell
+    }
+
+    /// The attribute of an attribute cell.
+    #[inline]
+    pub(super) fn attribute_of(&self) -> Option<AttrId> {
+        self.is_set(Self::ATTRIBUTE).then_some(AttrId(self.packed & Self::INDEX_MASK))
+    }
+
+    /// The waiters, or the location once the cell has its value (see `word`).
+    #[inline]
+    pub(super) fn waiters(&self, exts: &Table<CellExt>) -> WaitList {
+        match self.ext_index() {
+            None => self.word,
+            Some(ext) => exts[ext].waiters,
+        }
+    }
+
+    /// [`Self::waiters`], to change.
+    #[inline]
+    pub(super) fn waiters_mut<'a>(&'a mut self, exts: &'a mut Table<CellExt>) -> &'a mut WaitList {
+        match self.ext_index() {
+            None => &mut self.word,
+            Some(ext) => &mut exts[ext].waiters,
+        }
     }
 
     #[inline]
@@ -606,19 +646,19 @@ impl Cell {
 
     /// Where the value was set, as an index in the `LocationTable` (`NO_LOCATION` for none).
     #[inline]
-    pub(super) fn location_index(&self) -> u32 {
-        if self.holds_location() { self.waiters.tail.min(Self::NO_LOCATION) } else { Self::NO_LOCATION }
+    pub(super) fn location_index(&self, exts: &Table<CellExt>) -> u32 {
+        if self.holds_location() { self.waiters(exts).tail.min(Self::NO_LOCATION) } else { Self::NO_LOCATION }
     }
 
     /// Records where the value was set, once the cell holds it (so that its waiters were
     /// released: the word is theirs before).
     #[inline]
-    pub(super) fn set_location_index(&mut self, index: u32) {
+    pub(super) fn set_location_index(&mut self, exts: &mut Table<CellExt>, index: u32) {
         debug_assert!(self.holds_location(), "a location recorded before the value");
-        self.waiters.tail = index.min(Self::NO_LOCATION);
+        self.waiters_mut(exts).tail = index.min(Self::NO_LOCATION);
     }
 
-    /// Replaces the low 19 bits: the attribute or the type check.
+    /// Replaces the low 18 bits: the attribute or the type check.
     fn set_index(&mut self, index: u32) {
         self.packed = (self.packed & !Self::INDEX_MASK) | index;
     }
@@ -673,12 +713,12 @@ impl Cell {
     }
 
     /// The type a value set here is checked against.
-    pub(super) fn ty(&self, exts: &Table<CellExt>) -> PackedType {
-        if self.owner(exts).is_some() { PackedType::FROM_OWNER } else { PackedType(self.packed & Self::INDEX_MASK) }
+    pub(super) fn ty(&self) -> PackedType {
+        if self.is_set(Self::ATTRIBUTE) { PackedType::FROM_OWNER } else { PackedType(self.packed & Self::INDEX_MASK) }
     }
 
-    pub(super) fn set_ty(&mut self, exts: &Table<CellExt>, ty: PackedType) {
-        debug_assert!(self.owner(exts).is_none(), "an attribute cell's type is its attribute's");
+    pub(super) fn set_ty(&mut self, ty: PackedType) {
+        debug_assert!(!self.is_set(Self::ATTRIBUTE), "an attribute cell's type is its attribute's");
         debug_assert!(ty.0 <= Self::INDEX_MASK, "the verifier bounds entity indices");
         self.set_index(ty.0);
     }
@@ -692,64 +732,48 @@ impl Cell {
         self.kind().is_delayed()
     }
 
-    /// The index of the cell's extension in `exts`, if it has one. `side` holds one more
-    /// than the index; this is the only place that reads it so.
+    /// The index of the cell's extension in `exts`, if it has one: then `word` holds it.
     #[inline]
     pub(super) fn ext_index(&self) -> Option<usize> {
-        (self.packed & Self::HAS_EXT != 0).then(|| self.side as usize - 1)
-    }
-
-    /// The owning instance, the target or `NONE` (see `side`).
-    #[inline]
-    pub(super) fn link(&self, exts: &Table<CellExt>) -> u32 {
-        match self.ext_index() {
-            None => self.side,
-            Some(ext) => exts[ext].link,
-        }
-    }
-
-    pub(super) fn set_link(&mut self, exts: &mut Table<CellExt>, link: u32) {
-        match self.ext_index() {
-            None => self.side = link,
-            Some(ext) => exts[ext].link = link,
-        }
+        (self.packed & Self::HAS_EXT != 0).then_some(self.word.tail as usize)
     }
 
     /// The index of the cell's extension ([`Cell::ext_index`]), made first if it has none;
-    /// the link moves there.
+    /// the waiters or location move there.
     pub(super) fn ext_or_make(&mut self, exts: &mut Table<CellExt>) -> usize {
         if let Some(ext) = self.ext_index() {
             return ext;
         }
-        let ext = exts.push(CellExt { link: self.side, ..CellExt::default() });
-        self.side = ext as u32 + 1;
+        let ext = exts.push(CellExt { waiters: self.word, ..CellExt::default() });
+        // Four billion extensions would take 256 GB; the table cannot grow that far.
+        self.word = WaitList { tail: u32::try_from(ext).expect("fewer than 2^32 cell extensions") };
         self.packed |= Self::HAS_EXT;
         ext
     }
 
-    /// The attribute of a relation end's cell, read without the link: cells of the relation
-    /// kinds are made only as attribute cells (`Machine::add_instance`).
+    /// The attribute of a relation end's cell: cells of the relation kinds are made only as
+    /// attribute cells (`Machine::add_instance`).
     pub(super) fn relation_attr(&self) -> Option<AttrId> {
         matches!(self.kind(), CellKind::Single | CellKind::Option | CellKind::List)
             .then_some(AttrId(self.packed & Self::INDEX_MASK))
     }
 
-    /// For attribute cells: the instance and attribute.
-    pub(super) fn owner(&self, exts: &Table<CellExt>) -> Option<(InstanceId, AttrId)> {
-        if self.kind() == CellKind::Proxy {
+    /// The cell a proxy was connected to. A proxy never holds a value of its own (nothing
+    /// sets one: `Machine::set_cell` refuses), so its payload keeps the target, one more than
+    /// its id so that an empty payload means none.
+    #[inline]
+    pub(super) fn target(&self) -> Option<CellId> {
+        if self.kind() != CellKind::Proxy || self.tag() != TAG_EMPTY {
             return None;
         }
-        let link = self.link(exts);
-        (link != NONE).then_some((link, AttrId(self.packed & Self::INDEX_MASK)))
+        let word = self.value.word();
+        (word != 0).then(|| (word - 1) as CellId)
     }
 
-    /// The cell a proxy was connected to.
-    pub(super) fn target(&self, exts: &Table<CellExt>) -> Option<CellId> {
-        if self.kind() != CellKind::Proxy {
-            return None;
-        }
-        let link = self.link(exts);
-        (link != NONE).then_some(link)
+    /// Connects a proxy to `target` (see [`Self::target`]).
+    pub(super) fn set_target(&mut self, target: CellId) {
+        debug_assert!(self.kind() == CellKind::Proxy && self.tag() == TAG_EMPTY, "only an empty proxy has a target");
+        self.value = PackedValue::from_word(target as u64 + 1);
     }
 }
 

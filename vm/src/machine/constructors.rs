@@ -223,12 +223,12 @@ impl Machine {
         let id = self.instances.len() as InstanceId;
         let first_cell = self.cells.len() as CellId;
         for planned in self.instance_plans[entity.index()].iter() {
-            // The cell's type check is the attribute's, looked up through `link` when set.
-            let mut cell = Cell::attribute(planned.kind, id, planned.attr);
+            // The cell's type check is the attribute's, looked up when a value is set.
+            let mut cell = Cell::attribute(planned.kind, planned.attr);
             if planned.holds_instance {
                 cell.fill(Value::Instance(id));
                 cell.set_has_value(true);
-                cell.set_location_index(self.locations.intern(location));
+                cell.set_location_index(&mut self.exts, self.locations.intern(location));
                 self.cells.push(cell);
             } else if planned.queued_at_birth {
                 // `Machine::queue` of a cell that was never queued.
@@ -246,6 +246,11 @@ impl Machine {
         let self_cell = self.plain_with(Value::Instance(id), Some(location));
         debug_assert_eq!(self_cell, first_cell + p.entity(entity).slots.len() as CellId);
         let location = self.loc_id(location);
+        // Every block that starts at or before this instance's first cell, and after the
+        // previous instance's, has all the instances so far before it.
+        while self.instance_blocks.len() * OWNER_BLOCK <= first_cell as usize {
+            self.instance_blocks.push(id);
+        }
         self.instances.push(Instance {
             entity,
             first_cell,

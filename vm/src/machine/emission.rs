@@ -191,7 +191,7 @@ impl Machine {
     pub(super) fn resolve_proxy(&self, cell: CellId) -> CellId {
         let c = &self.cells[cell as usize];
         if c.kind() == CellKind::Proxy
-            && let Some(t) = c.target(&self.exts)
+            && let Some(t) = c.target()
         {
             return self.resolve_proxy(t);
         }
@@ -287,7 +287,7 @@ impl Machine {
             }
             Op::And { lhs, .. } | Op::Or { lhs, .. } => {
                 let target = self.new_cell(CellKind::Plain);
-                self.cells[target as usize].set_ty(&self.exts, PackedType::BOOL);
+                self.cells[target as usize].set_ty(PackedType::BOOL);
                 let sub = self.requires(*lhs, scope)?;
                 self.spawn(sub, Body::Lazy { expr, scope, target });
                 reqs.push((Key::expr(expr), target));
@@ -354,7 +354,7 @@ impl Machine {
                     self.requires_into(*v, scope, &mut sub)?;
                 }
                 let target = self.new_cell(CellKind::Plain);
-                self.cells[target as usize].set_ty(&self.exts, PackedType::entity(*entity));
+                self.cells[target as usize].set_ty(PackedType::entity(*entity));
                 self.spawn(sub, Body::Lookup { expr, scope, target });
                 reqs.push((Key::expr(expr), target));
             }

@@ -105,7 +105,7 @@ impl Machine {
                 }
                 // The target of an attribute assignment is the attribute's cell
                 // (`emit_attribute_value`).
-                match self.cells[target as usize].owner(&self.exts) {
+                match self.cell_owner(target) {
                     Some((instance, attr)) => {
                         let name = self.program.attribute(attr).name;
                         self.attribute_error(instance, name, e.at(location), Some(location))
@@ -297,7 +297,7 @@ impl Machine {
                         for s in splats.iter() {
                             params.extend(self.splat(*s, &values, scope)?);
                         }
-                        self.cells[target as usize].set_ty(&self.exts, PackedType::entity(end.target));
+                        self.cells[target as usize].set_ty(PackedType::entity(end.target));
                         (end.target, params)
                     }
                     _ => unreachable!(),

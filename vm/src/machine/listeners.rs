@@ -208,7 +208,7 @@ impl Machine {
     }
 
     pub(super) fn connect_proxy(&mut self, proxy: CellId, target: CellId) -> R<()> {
-        self.cells[proxy as usize].set_link(&mut self.exts, target);
+        self.cells[proxy as usize].set_target(target);
         if self.cells[proxy as usize].is_set(Cell::LISTENED)
             && let Some(&ProxyListener { collector, location, .. }) = self.proxy_listeners.get(&proxy)
         {

@@ -58,6 +58,10 @@ pub type InstanceId = u32;
 /// has this id: four billion live tasks would take 350 GB of task slots.
 pub const RESUMPTION: WaiterId = WaiterId::MAX;
 
+/// How many cells a block of `Machine::instance_blocks` covers: a few instances' worth, so
+/// that finding a cell's owner searches a handful of instances, for 4 bytes per 64 cells.
+const OWNER_BLOCK: usize = 64;
+
 /// From how many elements on a list cell keeps a set of the instances it holds (see
 /// `Machine::list_members`): below, a scan of the elements is as fast as a hash.
 const MEMBER_SET_THRESHOLD: usize = 32;
@@ -1129,6 +1133,10 @@ pub struct Machine {
     eager: Vec<EagerPromise>,
     comps: Vec<CompHelper>,
     pub instances: Table<Instance>,
+    /// For each block of [`OWNER_BLOCK`] cells, how many instances have their first cell
+    /// before the block: where `Machine::cell_owner` starts looking for the instance an
+    /// attribute cell belongs to (cells do not name their instance).
+    instance_blocks: Vec<InstanceId>,
     /// Where cells were set (see `Cell::location`).
     locations: LocationTable,
     /// Recent variable lookups (see [`Machine::lookup_var`]).
@@ -1281,6 +1289,7 @@ impl Machine {
             eager: Vec::new(),
             comps: Vec::new(),
             instances: Table::new(),
+            instance_blocks: Vec::new(),
             more_locations: Vec::new(),
             slot_tables,
             instance_plans,
@@ -1381,7 +1390,7 @@ impl Machine {
         for i in 0..self.cells.len() {
             let cell = &self.cells[i];
             by_kind[cell.kind() as usize] += 1;
-            if cell.kind() == CellKind::Plain && cell.owner(&self.exts).is_some() {
+            if cell.kind() == CellKind::Plain && cell.attribute_of().is_some() {
                 plain_attributes += 1;
             }
         }

@@ -18,7 +18,13 @@ impl Machine {
         let kind = self.cells[cell as usize].kind();
         match kind {
             CellKind::Sink => Ok(()),
-            CellKind::Plain | CellKind::Single | CellKind::Proxy | CellKind::Element => {
+            // A proxy stands for the cell it is connected to, which is where values are set
+            // (and read from): nothing sets a proxy itself, and its payload holds the target.
+            CellKind::Proxy => {
+                debug_assert!(false, "a proxy is never set");
+                Err(rt("internal error: a value set on a proxy instead of the cell it stands for"))
+            }
+            CellKind::Plain | CellKind::Single | CellKind::Element => {
                 if self.cells[cell as usize].has_value() {
                     let old = self.cells[cell as usize].value_cloned().unwrap_or(Value::NULL);
                     if !old.py_eq(&value) {
@@ -39,7 +45,7 @@ impl Machine {
                 let c = &mut self.cells[cell as usize];
                 c.fill(value);
                 c.set_has_value(true);
-                c.set_location_index(location_index);
+                c.set_location_index(&mut self.exts, location_index);
                 if let Some(value) = inverse {
                     self.set_inverse(cell, &value, location)?;
                 }
@@ -77,13 +83,13 @@ impl Machine {
                 // The freeze releases the waiters, whose word then takes the location.
                 self.freeze(cell);
                 let location_index = self.locations.intern(location);
-                self.cells[cell as usize].set_location_index(location_index);
+                self.cells[cell as usize].set_location_index(&mut self.exts, location_index);
                 Ok(())
             }
             CellKind::List | CellKind::ListLiteral => {
                 if kind == CellKind::List && matches!(value, Value::Null(_)) {
                     if !self.x(cell).items.is_empty() {
-                        let (inst, attr) = self.cells[cell as usize].owner(&self.exts).expect("relation");
+                        let (inst, attr) = self.cell_owner(cell).expect("relation");
                         let values: Vec<String> = self.x(cell).items.iter().map(|v| self.display_value(v)).collect();
                         return Err(rt(format!(
                             "Trying to set relation attribute `{}` of instance `{}` to null but it has values `{}` assigned already",
@@ -177,7 +183,7 @@ impl Machine {
     }
 
     pub(super) fn list_frozen_error(&self, cell: CellId, value: &Value, location: Location) -> EvalError {
-        if let Some((inst, attr)) = self.cells[cell as usize].owner(&self.exts)
+        if let Some((inst, attr)) = self.cell_owner(cell)
             && let Some((_, Some(high))) = self.relation_bounds(cell)
             && self.x(cell).items.len() as i64 == high
         {
@@ -192,7 +198,7 @@ impl Machine {
     }
 
     pub(super) fn modified_after_freeze(&self, cell: CellId, value: &Value, location: Location) -> EvalError {
-        let what = match self.cells[cell as usize].owner(&self.exts) {
+        let what = match self.cell_owner(cell) {
             Some((inst, attr)) => format!(
                 " The compiler guessed that the relation '{}' on {} would be complete, but the value {} was added at {}.",
                 self.program.name(self.program.attribute(attr).name),
@@ -222,7 +228,7 @@ impl Machine {
     }
 
     pub(super) fn set_inverse(&mut self, cell: CellId, value: &Value, location: Location) -> R<()> {
-        let Some((me, attr)) = self.cells[cell as usize].owner(&self.exts) else { return Ok(()) };
+        let Some((me, attr)) = self.cell_owner(cell) else { return Ok(()) };
         let AttributeKind::Relation(end) = self.program.attribute(attr).kind else { return Ok(()) };
         let Some(inverse) = end.inverse else { return Ok(()) };
         let Some(other) = self.instance_of(value) else { return Ok(()) };
@@ -310,7 +316,7 @@ impl Machine {
     /// from its creation.
     pub(super) fn self_cell_owner(&self, cell: CellId) -> Option<InstanceId> {
         let c = &self.cells[cell as usize];
-        if c.kind() != CellKind::Plain || c.owner(&self.exts).is_some() {
+        if c.kind() != CellKind::Plain || c.attribute_of().is_some() {
             return None;
         }
         match c.value().as_deref() {

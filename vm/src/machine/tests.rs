@@ -37,18 +37,19 @@ fn cells_keep_values_and_their_counts() {
         Value::Unknown,
         Value::Reference(reference.clone()),
     ];
+    let mut exts = Table::new();
     for value in &values {
         let mut cell = Cell::new(CellKind::Plain);
         assert!(cell.value().is_none());
         cell.set_value(value.clone());
         assert_eq!(format!("{:?}", *cell.value().expect("a value")), format!("{value:?}"));
         assert_eq!(format!("{:?}", cell.value_cloned().expect("a value")), format!("{value:?}"));
-        assert_eq!(cell.location_index(), Cell::NO_LOCATION);
+        assert_eq!(cell.location_index(&exts), Cell::NO_LOCATION);
         cell.set_has_value(true);
-        cell.set_location_index(7);
+        cell.set_location_index(&mut exts, 7);
         assert_eq!(format!("{:?}", cell.take_value().expect("a value")), format!("{value:?}"));
         assert!(cell.value().is_none());
-        assert_eq!(cell.location_index(), 7);
+        assert_eq!(cell.location_index(&exts), 7);
     }
     let before = Arc::strong_count(&text);
     let mut cell = Cell::new(CellKind::Plain);
@@ -151,8 +152,9 @@ fn cell_fields_share_one_word() {
         cell.flag(Cell::LISTENED, true);
         let last_entity = PackedType::entity(weft_ir::program::EntityId(super::MAX_ENTITIES as u32 - 1));
         if *kind == CellKind::Plain {
-            cell.set_ty(&Table::new(), last_entity);
-            assert_eq!(cell.ty(&Table::new()), last_entity);
+            cell.set_ty(last_entity);
+            assert_eq!(cell.ty(), last_entity);
+            assert_eq!(cell.attribute_of(), None);
         }
         cell.set_tracks_promises(false);
         assert_eq!(cell.kind(), *kind);
@@ -160,32 +162,34 @@ fn cell_fields_share_one_word() {
     }
     let attr = weft_ir::program::AttrId(super::MAX_ATTRIBUTES as u32 - 1);
     let mut exts = Table::new();
-    let mut cell = Cell::attribute(CellKind::Single, 7, attr);
+    let mut cell = Cell::attribute(CellKind::Single, attr);
     cell.set_has_value(true);
-    cell.set_location_index(Cell::NO_LOCATION - 1);
+    cell.set_location_index(&mut exts, Cell::NO_LOCATION - 1);
     cell.set_value(Value::Int(3));
-    assert_eq!(cell.owner(&exts), Some((7, attr)));
-    assert_eq!(cell.ty(&exts), PackedType::FROM_OWNER);
+    assert_eq!(cell.attribute_of(), Some(attr));
+    assert_eq!(cell.ty(), PackedType::FROM_OWNER);
     assert_eq!(cell.kind(), CellKind::Single);
-    // An extension takes the owner over, and the location and value stay as they were.
+    // An extension takes the location over, and the attribute and value stay as they were.
     assert_eq!(cell.ext_index(), None);
     let ext = cell.ext_or_make(&mut exts);
     assert_eq!((ext, cell.ext_or_make(&mut exts), exts.len()), (0, 0, 1));
-    assert_eq!(cell.owner(&exts), Some((7, attr)));
-    assert_eq!(cell.ty(&exts), PackedType::FROM_OWNER);
-    assert_eq!(cell.location_index(), Cell::NO_LOCATION - 1);
+    assert_eq!(cell.attribute_of(), Some(attr));
+    assert_eq!(cell.ty(), PackedType::FROM_OWNER);
+    assert_eq!(cell.location_index(&exts), Cell::NO_LOCATION - 1);
     assert_eq!(format!("{:?}", *cell.value().expect("a value")), "Int(3)");
-    cell.set_location_index(5);
-    assert_eq!((cell.ext_index(), cell.location_index()), (Some(0), 5));
-    // A proxy's target, with and without an extension.
+    cell.set_location_index(&mut exts, 5);
+    assert_eq!((cell.ext_index(), cell.location_index(&exts)), (Some(0), 5));
+    // A proxy's target, with and without an extension, and its waiters beside it.
     let mut proxy = Cell::new(CellKind::Proxy);
-    assert_eq!((proxy.target(&exts), proxy.owner(&exts)), (None, None));
-    proxy.set_link(&mut exts, 11);
-    assert_eq!(proxy.target(&exts), Some(11));
+    assert_eq!((proxy.target(), proxy.attribute_of()), (None, None));
+    proxy.waiters_mut(&mut exts).tail = 9;
+    proxy.set_target(0);
+    assert_eq!(proxy.target(), Some(0));
     assert_eq!(proxy.ext_or_make(&mut exts), 1);
-    assert_eq!(proxy.target(&exts), Some(11));
-    proxy.set_link(&mut exts, 12);
-    assert_eq!((proxy.target(&exts), proxy.owner(&exts)), (Some(12), None));
+    assert_eq!((proxy.target(), proxy.waiters(&exts).tail), (Some(0), 9));
+    let mut far = Cell::new(CellKind::Proxy);
+    far.set_target(super::CellId::MAX - 2);
+    assert_eq!((far.target(), far.value().is_none()), (Some(super::CellId::MAX - 2), true));
 }
 
 /// The `{{name}}` spans of a template as the frontend finds them (left to right, no

@@ -5,10 +5,10 @@ use super::*;
 impl Machine {
     pub(super) fn validate_cell(&mut self, cell: CellId, value: &Value) -> R<()> {
         let c = &self.cells[cell as usize];
-        let ty = match c.ty(&self.exts) {
+        let ty = match c.ty() {
             PackedType::NONE => CellType::None,
             PackedType::BOOL => CellType::Bool,
-            PackedType::FROM_OWNER => match c.owner(&self.exts).map(|(_, attr)| self.program.attribute(attr).kind) {
+            PackedType::FROM_OWNER => match c.attribute_of().map(|attr| self.program.attribute(attr).kind) {
                 Some(AttributeKind::Value(t)) => CellType::Value(t),
                 Some(AttributeKind::Relation(r)) => CellType::Entity(r.target),
                 None => CellType::None,

@@ -7,7 +7,7 @@ impl Machine {
         let kind = self.cells[cell as usize].kind();
         match kind {
             CellKind::Proxy => {
-                let target = self.cells[cell as usize].target(&self.exts).ok_or_else(|| rt("proxy not connected"))?;
+                let target = self.cells[cell as usize].target().ok_or_else(|| rt("proxy not connected"))?;
                 let value = self.get_value(target)?;
                 if self.cells[cell as usize].is_set(Cell::LISTENED)
                     && let Some(&ProxyListener { collector, location, notify: true }) = self.proxy_listeners.get(&cell)
@@ -35,7 +35,7 @@ impl Machine {
                 match c.value() {
                     Some(v) if !matches!(*v, Value::Null(_)) => Ok(Value::clone(&v)),
                     _ => {
-                        let (inst, attr) = c.owner(&self.exts).expect("relation cell");
+                        let (inst, attr) = self.cell_owner(cell).expect("relation cell");
                         let p = self.prog();
                         let a = p.attribute(attr);
                         let mut error = EvalError::new(
@@ -69,7 +69,7 @@ impl Machine {
         let c = &self.cells[cell as usize];
         match c.kind() {
             CellKind::List | CellKind::ListLiteral => f(Peeked::Items(&self.x(cell).items)),
-            CellKind::Proxy => match c.target(&self.exts) {
+            CellKind::Proxy => match c.target() {
                 Some(target) => self.peek_with(target, f),
                 None => f(Peeked::Empty),
             },
@@ -85,7 +85,7 @@ impl Machine {
         let c = &self.cells[cell as usize];
         match c.kind() {
             CellKind::List | CellKind::ListLiteral => Some(self.x(cell).items.to_list()),
-            CellKind::Proxy => c.target(&self.exts).and_then(|t| self.peek(t)),
+            CellKind::Proxy => c.target().and_then(|t| self.peek(t)),
             _ => c.value_cloned(),
         }
     }

@@ -24,7 +24,7 @@ impl Machine {
         c.fill(value);
         c.set_has_value(true);
         if let Some(l) = location {
-            c.set_location_index(self.locations.intern(l));
+            c.set_location_index(&mut self.exts, self.locations.intern(l));
         }
         id
     }
@@ -40,7 +40,7 @@ impl Machine {
 
     /// [`Self::is_ready`] of a proxy: its target's, once it is connected.
     pub(super) fn is_proxy_ready(&self, proxy: &Cell) -> bool {
-        proxy.target(&self.exts).is_some_and(|t| self.is_ready(t))
+        proxy.target().is_some_and(|t| self.is_ready(t))
     }
 
     /// A cell's extension, or an empty one for a cell without.
@@ -76,15 +76,48 @@ impl Machine {
         if c.tracks_promises() { self.x(cell).outstanding as i64 } else { 0 }
     }
 
-    /// For attribute cells: the instance and attribute.
+    /// The attribute of an attribute cell.
+    #[inline]
+    pub fn cell_attribute(&self, cell: CellId) -> Option<AttrId> {
+        self.cells[cell as usize].attribute_of()
+    }
+
+    /// For attribute cells: the instance and attribute. An instance's cells are consecutive
+    /// and instances are numbered in the order their cells were made, so the owner is the last
+    /// instance whose first cell is at or before this one: a binary search among the few
+    /// instances that start in the cell's block of `instance_blocks`. Only relation ends (for
+    /// the other end) and error messages ask.
     pub fn cell_owner(&self, cell: CellId) -> Option<(InstanceId, AttrId)> {
-        self.cells[cell as usize].owner(&self.exts)
+        let attr = self.cells[cell as usize].attribute_of()?;
+        // The number of instances whose first cell is at or before `cell` lies between those
+        // before its block and those before the next block.
+        let block = cell as usize / OWNER_BLOCK;
+        let (mut low, mut high) = match self.instance_blocks.get(block) {
+            Some(&before) => {
+                let before_next = self.instance_blocks.get(block + 1).map_or(self.instances.len(), |&n| n as usize);
+                (before as usize, before_next)
+            }
+            // No instance starts at or after this block: all of them start before the cell.
+            None => (self.instances.len(), self.instances.len()),
+        };
+        while low < high {
+            let middle = low + (high - low) / 2;
+            if self.instances[middle].first_cell <= cell {
+                low = middle + 1;
+            } else {
+                high = middle;
+            }
+        }
+        debug_assert!(low > 0, "an attribute cell belongs to an instance");
+        let owner = low.saturating_sub(1) as InstanceId;
+        debug_assert!(self.instance_cells(owner).contains(&cell), "cell {cell} is not among its owner's");
+        Some((owner, attr))
     }
 
     pub(super) fn relation_bounds(&self, cell: CellId) -> Option<(i64, Option<i64>)> {
         let c = &self.cells[cell as usize];
         let attr = c.relation_attr()?;
-        debug_assert_eq!(c.owner(&self.exts).map(|(_, a)| a), Some(attr), "relation cells are attribute cells");
+        debug_assert_eq!(c.attribute_of(), Some(attr), "relation cells are attribute cells");
         match self.program.attribute(attr).kind {
             AttributeKind::Relation(r) => Some((r.lower, r.upper)),
             _ => None,
@@ -173,7 +206,7 @@ impl Machine {
     pub(super) fn push_waiter(&mut self, cell: CellId, waiter: WaiterId) {
         let c = &mut self.cells[cell as usize];
         debug_assert!(!c.holds_location(), "a waiter for a cell that has its value");
-        self.wait_nodes.push(&mut c.waiters, waiter);
+        self.wait_nodes.push(c.waiters_mut(&mut self.exts), waiter);
         if c.is_delayed() {
             if c.is_set(Cell::WATCHED) {
                 self.zerowaiter_events.push(cell);
@@ -213,7 +246,7 @@ impl Machine {
             // A cell with its value has no waiters: the word is its location.
             return WaitList::EMPTY;
         }
-        std::mem::replace(&mut c.waiters, WaitList::EMPTY)
+        std::mem::replace(c.waiters_mut(&mut self.exts), WaitList::EMPTY)
     }
 
     pub(super) fn get_promise(&mut self, cell: CellId) -> Option<PromiseId> {
@@ -256,12 +289,11 @@ impl Machine {
     pub(super) fn register(&mut self, cell: CellId, waiter: WaiterId) {
         let c = &mut self.cells[cell as usize];
         if c.kind() == CellKind::Proxy {
-            match c.target(&self.exts) {
+            match c.target() {
                 Some(t) => self.register(t, waiter),
-                // A proxy is read through its target and never set itself; should one hold a
-                // value, its waiter is ready as any cell's with a value is (the word of its
-                // waiter list holds the location then).
-                None if c.has_value() => self.ready(waiter),
+                // A proxy is read through its target and never holds a value itself
+                // (`Machine::set_cell` refuses one): until it is connected, it keeps its
+                // waiters, which `connect_proxy` moves to the target.
                 None => self.push_waiter(cell, waiter),
             }
             return;
@@ -430,7 +462,7 @@ impl Machine {
                 if cell.kind() != CellKind::Proxy {
                     return Some(c);
                 }
-                c = cell.target(&self.exts)?;
+                c = cell.target()?;
             }
         })
     }
@@ -534,7 +566,8 @@ impl Machine {
                 // The last node of the target cell's waiter list, which setting the cell
                 // reads to wake its waiters (see `prefetch_first_waiter`).
                 if let Some(cell) = Self::target_cell(task)
-                    && let Some(node) = self.wait_nodes.nodes.get(self.cells[cell as usize].waiters.tail as usize)
+                    && let Some(node) =
+                        self.wait_nodes.nodes.get(self.cells[cell as usize].waiters(&self.exts).tail as usize)
                 {
                     prefetch(node);
                 }
@@ -564,7 +597,7 @@ impl Machine {
     /// prefetched with the task that sets the cell.
     #[inline]
     pub(super) fn prefetch_first_waiter(&self, cell: CellId) {
-        let tail = self.cells[cell as usize].waiters.tail;
+        let tail = self.cells[cell as usize].waiters(&self.exts).tail;
         if tail == NONE {
             return;
         }
@@ -581,7 +614,9 @@ impl Machine {
         // The wait node of a requirement proxy: one task holds such a proxy nearly always,
         // and a list of one node is its own successor, so the tail node names the task.
         let requirement_node = || match resumer {
-            Resumer::Requirement(proxy) => self.wait_nodes.nodes.get(self.cells[proxy as usize].waiters.tail as usize),
+            Resumer::Requirement(proxy) => {
+                self.wait_nodes.nodes.get(self.cells[proxy as usize].waiters(&self.exts).tail as usize)
+            }
             _ => None,
         };
         match ahead {
@@ -609,7 +644,7 @@ impl Machine {
 
     /// Where a cell's value was set.
     pub fn cell_location(&self, cell: CellId) -> Option<Location> {
-        self.locations.get(self.cells[cell as usize].location_index())
+        self.locations.get(self.cells[cell as usize].location_index(&self.exts))
     }
 
     /// Asks the processor to start loading a cell that the caller will look at soon: the
