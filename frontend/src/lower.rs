@@ -221,15 +221,22 @@ impl<'p, 'a> Lowerer<'p, 'a> {
         }
         for i in 0..self.model.namespaces.len() {
             let ns = NsId(i as u32);
+            // A relation is a statement of its block too (the reference's `BiStatement`): at its
+            // place among the statements, each of its annotations is evaluated as a bare
+            // expression is, so a name it does not find or a plugin that fails is an error of
+            // the model even though the value is not used.
             let stmts: Vec<ast::Stmt<'a>> = self
                 .model
                 .namespace(ns)
                 .ast
                 .items
                 .iter()
-                .filter_map(|item| match item {
-                    ast::Item::Stmt(s) => Some(*s),
-                    _ => None,
+                .flat_map(|item| -> Box<dyn Iterator<Item = ast::Stmt<'a>> + 'a> {
+                    match item {
+                        ast::Item::Stmt(s) => Box::new(std::iter::once(*s)),
+                        ast::Item::Relation(def) => Box::new(def.annotations.iter().map(ast::Stmt::Expr)),
+                        _ => Box::new(std::iter::empty()),
+                    }
                 })
                 .collect();
             let root = self.block(ns, &stmts, false, None);
