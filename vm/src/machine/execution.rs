@@ -123,6 +123,13 @@ impl Machine {
             // nothing inside did (a constructor emitting an attribute's value).
             None => match what {
                 Exec::Expr(expr) => e.at(self.code().location(expr)),
+                // The unit of an `implement` statement's condition (the reference's
+                // `SubConstructor`) gives the statement's place to an error raised without one,
+                // such as reading an optional relation that holds no value.
+                Exec::SubCtor { instance, index } => {
+                    let entity = self.instances[instance as usize].entity;
+                    e.at(self.program.entity(entity).implements[index as usize].location)
+                }
                 _ => e,
             },
         }
