@@ -347,7 +347,7 @@ fn final_checks(machine: &mut Machine) -> Result<(), Vec<EvalError>> {
     for inst in 0..machine.instances.len() as u32 {
         let (entity, has_impl) = {
             let i = &machine.instances[inst as usize];
-            (i.entity, !i.implementations.is_empty())
+            (i.entity, i.has_implementation())
         };
         let cells = machine.instance_cells(inst);
         let e = program.entity(entity);

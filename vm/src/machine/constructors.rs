@@ -257,7 +257,7 @@ impl Machine {
             location,
             more_locations: NONE,
             scope: NONE,
-            implementations: SmallVec::new(),
+            implementations: [Instance::NO_IMPLEMENTATION; 2],
         });
         id
     }

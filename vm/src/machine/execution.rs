@@ -617,15 +617,11 @@ impl Machine {
         let p = self.prog();
         let c = self.code();
         let location = p.stmt(stmt).location;
-        if let Some(Value::List(ids)) = values.get(&Key::PROMISES) {
-            for id in ids.iter() {
-                if let Value::Int(i) = id {
-                    let ep = &mut self.eager[*i as usize];
-                    ep.fulfilled = true;
-                    if let Some(pr) = ep.promise {
-                        self.fulfill(pr);
-                    }
-                }
+        for id in eager_promise_ids(values.get(&Key::PROMISES)) {
+            let ep = &mut self.eager[id as usize];
+            ep.fulfilled = true;
+            if let Some(pr) = ep.promise {
+                self.fulfill(pr);
             }
         }
         match p.stmt(stmt).kind {
@@ -700,27 +696,23 @@ impl Machine {
         Ok(())
     }
 
-    /// How many implementations an instance lists (`Instance::implementations`) before the
-    /// machine keeps them in a set (`Machine::many_implementations`): an entity can have
-    /// thousands, and a scan of the list for each made the instance's construction quadratic
-    /// in their number.
-    const LISTED_IMPLEMENTATIONS: usize = 32;
-
     /// Records that an implementation applies to an instance; false when it already did (an
-    /// implementation runs once per instance, however many `implement`s select it).
+    /// implementation runs once per instance, however many `implement`s select it). The first
+    /// two are kept in the instance and the others in a set (`Machine::more_implementations`):
+    /// an entity can have thousands, and a scan of a list for each made the instance's
+    /// construction quadratic in their number.
     #[inline]
     pub(super) fn record_implementation(&mut self, inst: InstanceId, imp: weft_ir::program::ImplId) -> bool {
-        let recorded = &mut self.instances[inst as usize].implementations;
-        if recorded.len() < Self::LISTED_IMPLEMENTATIONS {
-            if recorded.contains(&imp) {
+        for listed in self.instances[inst as usize].implementations.iter_mut() {
+            if *listed == imp {
                 return false;
             }
-            recorded.push(imp);
-            return true;
+            if *listed == Instance::NO_IMPLEMENTATION {
+                *listed = imp;
+                return true;
+            }
         }
-        // A full list stays as it is; the set holds it and every implementation after it.
-        let listed = &*recorded;
-        self.many_implementations.entry(inst).or_insert_with(|| listed.iter().copied().collect()).insert(imp)
+        self.more_implementations.entry(inst).or_default().insert(imp)
     }
 
     pub(super) fn instance_scope(&mut self, inst: InstanceId) -> ScopeId {
@@ -731,5 +723,38 @@ impl Machine {
         let s = self.push_scope(Scope::Instance { instance: inst });
         self.instances[inst as usize].scope = s;
         s
+    }
+}
+
+/// The eager promises a statement acquired (`Machine::schedule_promises`): a range packed in
+/// one integer, the first id in the high 32 bits and the count in the low ones, or a list.
+fn eager_promise_ids(held: Option<&Value>) -> EagerPromiseIds<'_> {
+    match held {
+        Some(Value::Int(packed)) => {
+            let (first, count) = ((*packed >> 32) as u32, *packed as u32);
+            EagerPromiseIds::Range(first..first.saturating_add(count))
+        }
+        Some(Value::List(ids)) => EagerPromiseIds::List(ids.iter()),
+        _ => EagerPromiseIds::Range(0..0),
+    }
+}
+
+/// What [`eager_promise_ids`] gives, without an allocation.
+enum EagerPromiseIds<'a> {
+    Range(std::ops::Range<u32>),
+    List(std::slice::Iter<'a, Value>),
+}
+
+impl Iterator for EagerPromiseIds<'_> {
+    type Item = u32;
+
+    fn next(&mut self) -> Option<u32> {
+        match self {
+            EagerPromiseIds::Range(range) => range.next(),
+            EagerPromiseIds::List(ids) => ids.find_map(|id| match id {
+                Value::Int(i) => u32::try_from(*i).ok(),
+                _ => None,
+            }),
+        }
     }
 }

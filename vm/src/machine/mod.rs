@@ -1071,15 +1071,24 @@ pub struct Instance {
     more_locations: u32,
     /// The instance as a scope once an implementation needed it, or `NONE`.
     scope: ScopeId,
-    /// The implementations it has run, up to `Machine::LISTED_IMPLEMENTATIONS` of them;
-    /// `Machine::many_implementations` has them all once there are more.
-    pub implementations: SmallVec<[weft_ir::program::ImplId; 4]>,
+    /// The first two implementations it has run, `NO_IMPLEMENTATION` where it has run fewer;
+    /// `Machine::more_implementations` has the others (see `Machine::record_implementation`).
+    implementations: [weft_ir::program::ImplId; 2],
 }
 
-// An instance is 48 bytes on 64-bit targets: one per entity instance, a million for the
-// largest benchmark.
-#[cfg(target_pointer_width = "64")]
-const _: () = assert!(std::mem::size_of::<Instance>() == 48);
+impl Instance {
+    /// An empty place of `Instance::implementations`.
+    const NO_IMPLEMENTATION: weft_ir::program::ImplId = weft_ir::program::ImplId(NONE);
+
+    /// Whether an implementation was selected for the instance.
+    pub fn has_implementation(&self) -> bool {
+        self.implementations[0] != Self::NO_IMPLEMENTATION
+    }
+}
+
+// An instance is 28 bytes: one per entity instance, a million for the largest benchmark. Most
+// instances run one or two implementations; a list of up to four made it 48.
+const _: () = assert!(std::mem::size_of::<Instance>() == 28);
 
 /// An instance in an entity's index: the hash of its key, and which of the entity's indexes
 /// (`Entity::indexes`) the key is for.
@@ -1145,7 +1154,7 @@ pub struct Machine {
     more_locations: Vec<Vec<Location>>,
     /// The implementations of an instance that has run more than
     /// `Machine::LISTED_IMPLEMENTATIONS` of them (see `Machine::record_implementation`).
-    many_implementations: HashMap<InstanceId, HashSet<weft_ir::program::ImplId>>,
+    more_implementations: HashMap<InstanceId, HashSet<weft_ir::program::ImplId>>,
     /// Per block, its distinct variables in declaration order (see `Scope::Block`).
     block_variables: Vec<BlockVariables>,
     pub entities: Vec<EntityState>,
@@ -1294,7 +1303,7 @@ impl Machine {
             slot_tables,
             instance_plans,
             index_lineages: vec![None; entity_count],
-            many_implementations: HashMap::new(),
+            more_implementations: HashMap::new(),
             locations: LocationTable::default(),
             lookups: LookupCache::default(),
             block_variables,
