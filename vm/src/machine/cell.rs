@@ -447,11 +447,12 @@ impl Items {
     pub(super) fn push(&mut self, value: Value) {
         match self {
             Items::Open(items) => {
-                // Many relation lists hold one element, for which a vector's first growth (to
-                // four elements, 96 bytes) is three quarters empty: 2.3 MB of the 93k-instance
-                // benchmark's peak (`benches/README.md`, thirty-first round). A second element
-                // grows it to four as before.
-                if items.capacity() == 0 {
+                // Most relation lists hold a few elements, for which a vector's growth (to four
+                // elements, 96 bytes, then eight) leaves much of it empty: a list of one
+                // element cost 2.3 MB of the 93k-instance benchmark's peak
+                // (`benches/README.md`, thirty-first round). Up to four elements, the vector
+                // grows by one; past that, by doubling.
+                if items.len() == items.capacity() && items.len() < 4 {
                     items.reserve_exact(1);
                 }
                 items.push(value)
