@@ -15,11 +15,31 @@ pub(super) const REMOVED_LISTENER: CollectorId = CollectorId::MAX;
 const LISTENERS_SCANNED: usize = 32;
 
 impl Machine {
+    /// The gradual listeners of a list cell (see `Machine::cell_listeners`).
+    #[inline]
+    pub(super) fn listeners(&self, cell: CellId) -> Option<&Vec<CollectorId>> {
+        let c = &self.cells[cell as usize];
+        if c.kind() == CellKind::Proxy || !c.is_set(Cell::LISTENED) {
+            return None;
+        }
+        self.cell_listeners.get(&cell)
+    }
+
+    /// Takes a list cell's listeners away, once it is frozen.
+    pub(super) fn take_listeners(&mut self, cell: CellId) -> Option<Vec<CollectorId>> {
+        let c = &mut self.cells[cell as usize];
+        if c.kind() == CellKind::Proxy || !c.is_set(Cell::LISTENED) {
+            return None;
+        }
+        c.flag(Cell::LISTENED, false);
+        self.cell_listeners.remove(&cell)
+    }
+
     /// Whether `collector` listens to `cell` already.
     fn is_listening(&self, cell: CellId, collector: CollectorId) -> bool {
         match self.listener_sets.get(&cell) {
             Some(set) => set.contains(&collector),
-            None => self.x(cell).listeners.as_ref().is_some_and(|listeners| listeners.contains(&collector)),
+            None => self.listeners(cell).is_some_and(|listeners| listeners.contains(&collector)),
         }
     }
 
@@ -30,7 +50,7 @@ impl Machine {
             set.insert(collector);
             return;
         }
-        let Some(listeners) = self.x(cell).listeners.as_ref() else { return };
+        let Some(listeners) = self.listeners(cell) else { return };
         if listeners.len() > LISTENERS_SCANNED {
             let set = listeners.iter().copied().filter(|&c| c != REMOVED_LISTENER).collect();
             self.listener_sets.insert(cell, set);
@@ -57,15 +77,14 @@ impl Machine {
                 }
                 let pure = self.collectors[collector as usize].pure_gradual();
                 if !self.cells[cell as usize].has_value() {
-                    let known = self.is_listening(cell, collector);
-                    let x = self.xm(cell);
-                    if known {
-                        x.nb_gradual_waiters += 1;
+                    if self.is_listening(cell, collector) {
+                        self.xm(cell).nb_gradual_waiters += 1;
                         return Ok(true);
                     }
-                    x.listeners.get_or_insert_with(Vec::new).push(collector);
+                    self.cells[cell as usize].flag(Cell::LISTENED, true);
+                    self.cell_listeners.entry(cell).or_default().push(collector);
                     if pure {
-                        x.nb_gradual_waiters += 1;
+                        self.xm(cell).nb_gradual_waiters += 1;
                     }
                     self.note_listener(cell, collector);
                 }
@@ -163,7 +182,7 @@ impl Machine {
     }
 
     pub(super) fn notify_listeners(&mut self, cell: CellId, value: &Value, location: Location) -> R<()> {
-        let Some(listeners) = self.x(cell).listeners.clone() else { return Ok(()) };
+        let Some(listeners) = self.listeners(cell).cloned() else { return Ok(()) };
         let mut removed = false;
         for (position, collector) in listeners.into_iter().enumerate() {
             if collector == REMOVED_LISTENER {
@@ -172,8 +191,7 @@ impl Machine {
             let done = self.receive(collector, value.clone(), location)?;
             if done {
                 let pure = self.collectors[collector as usize].pure_gradual();
-                let x = self.xm(cell);
-                if let Some(ls) = x.listeners.as_mut() {
+                if let Some(ls) = self.cell_listeners.get_mut(&cell) {
                     // A listener leaves its list at once, as the reference's does, but only
                     // its place is cleared: removing it from the vector moved the rest, for
                     // each of them (quadratic when all of many listeners are done at the first
@@ -188,7 +206,7 @@ impl Machine {
                         removed = true;
                     }
                     if !pure {
-                        x.nb_gradual_waiters += 1;
+                        self.xm(cell).nb_gradual_waiters += 1;
                     }
                 }
                 if let Some(set) = self.listener_sets.get_mut(&cell) {
@@ -196,7 +214,7 @@ impl Machine {
                 }
             }
         }
-        if removed && let Some(ls) = self.xm(cell).listeners.as_mut() {
+        if removed && let Some(ls) = self.cell_listeners.get_mut(&cell) {
             ls.retain(|&c| c != REMOVED_LISTENER);
         }
         Ok(())

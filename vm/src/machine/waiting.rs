@@ -179,7 +179,7 @@ impl Machine {
         if c.is_set(Cell::WATCHED) {
             self.zerowaiter_events.push(cell);
         }
-        if let Some(listeners) = self.existing_xm(cell).and_then(|x| x.listeners.take()) {
+        if let Some(listeners) = self.take_listeners(cell) {
             self.forget_seen(&listeners);
             if !self.listener_sets.is_empty() {
                 self.listener_sets.remove(&cell);
