@@ -318,9 +318,10 @@ impl Machine {
     /// The instance in `entity`'s index whose key has the values `sorted` (in symbol order, of
     /// hash `hash`).
     pub(super) fn find_indexed(&self, entity: EntityId, hash: u64, sorted: &[(Symbol, Value)]) -> Option<InstanceId> {
+        let short = IndexEntry::short_hash(hash);
         self.entities[entity.index()]
             .index
-            .find(hash, |e| e.hash == hash && self.has_key(entity, e, sorted))
+            .find(IndexEntry::table_hash(short), |e| e.hash == short && self.has_key(entity, e, sorted))
             .map(|e| e.instance)
     }
 
@@ -381,8 +382,11 @@ impl Machine {
                 }
                 Some(_) => {}
                 None => {
-                    let entry = IndexEntry { hash, instance: inst, index: index_no as u32 };
-                    self.entities[entity.index()].index.insert_unique(hash, entry, |e| e.hash);
+                    let short = IndexEntry::short_hash(hash);
+                    let entry = IndexEntry { hash: short, instance: inst, index: index_no as u32 };
+                    self.entities[entity.index()]
+                        .index
+                        .insert_unique(IndexEntry::table_hash(short), entry, |e| IndexEntry::table_hash(e.hash));
                 }
             }
             // Most models never wait for a key: then no key string is built.
