@@ -225,20 +225,14 @@ impl<'p, 'a> Lowerer<'p, 'a> {
             // place among the statements, each of its annotations is evaluated as a bare
             // expression is, so a name it does not find or a plugin that fails is an error of
             // the model even though the value is not used.
-            let stmts: Vec<ast::Stmt<'a>> = self
-                .model
-                .namespace(ns)
-                .ast
-                .items
-                .iter()
-                .flat_map(|item| -> Box<dyn Iterator<Item = ast::Stmt<'a>> + 'a> {
-                    match item {
-                        ast::Item::Stmt(s) => Box::new(std::iter::once(*s)),
-                        ast::Item::Relation(def) => Box::new(def.annotations.iter().map(ast::Stmt::Expr)),
-                        _ => Box::new(std::iter::empty()),
-                    }
-                })
-                .collect();
+            let mut stmts: Vec<ast::Stmt<'a>> = Vec::new();
+            for item in self.model.namespace(ns).ast.items {
+                match item {
+                    ast::Item::Stmt(s) => stmts.push(*s),
+                    ast::Item::Relation(def) => stmts.extend(def.annotations.iter().map(ast::Stmt::Expr)),
+                    _ => {}
+                }
+            }
             let root = self.block(ns, &stmts, false, None);
             self.out.namespaces[i].root = root;
         }

@@ -191,7 +191,9 @@ impl Mapped {
         // A multiple of every page size in use (4, 16 and 64 KiB), so that no page of the code
         // is included.
         const PAGE_MULTIPLE: u64 = 64 << 10;
-        let Some(&(_, code_offset, _)) = loaded.summary.sections.iter().find(|(name, _, _)| name == "code") else {
+        let Some(&(_, code_offset, _)) =
+            loaded.summary.sections.iter().find(|(name, _, _)| name == SectionKind::Code.name())
+        else {
             return;
         };
         let end = (code_offset & !(PAGE_MULTIPLE - 1)) as usize;

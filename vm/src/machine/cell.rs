@@ -756,8 +756,18 @@ impl Cell {
     /// The attribute of a relation end's cell: cells of the relation kinds are made only as
     /// attribute cells (`Machine::add_instance`).
     pub(super) fn relation_attr(&self) -> Option<AttrId> {
-        matches!(self.kind(), CellKind::Single | CellKind::Option | CellKind::List)
-            .then_some(AttrId(self.packed & Self::INDEX_MASK))
+        if !matches!(self.kind(), CellKind::Single | CellKind::Option | CellKind::List) {
+            return None;
+        }
+        debug_assert!(self.is_set(Self::ATTRIBUTE), "relation cells are attribute cells");
+        self.attribute_of()
+    }
+
+    /// Whether a list cell has gradual listeners in `Machine::cell_listeners` (a proxy's flag
+    /// means an entry in `Machine::proxy_listeners` instead).
+    #[inline]
+    pub(super) fn has_list_listeners(&self) -> bool {
+        self.kind() != CellKind::Proxy && self.is_set(Self::LISTENED)
     }
 
     /// The cell a proxy was connected to. A proxy never holds a value of its own (nothing

@@ -18,8 +18,7 @@ impl Machine {
     /// The gradual listeners of a list cell (see `Machine::cell_listeners`).
     #[inline]
     pub(super) fn listeners(&self, cell: CellId) -> Option<&Vec<CollectorId>> {
-        let c = &self.cells[cell as usize];
-        if c.kind() == CellKind::Proxy || !c.is_set(Cell::LISTENED) {
+        if !self.cells[cell as usize].has_list_listeners() {
             return None;
         }
         self.cell_listeners.get(&cell)
@@ -28,7 +27,7 @@ impl Machine {
     /// Takes a list cell's listeners away, once it is frozen.
     pub(super) fn take_listeners(&mut self, cell: CellId) -> Option<Vec<CollectorId>> {
         let c = &mut self.cells[cell as usize];
-        if c.kind() == CellKind::Proxy || !c.is_set(Cell::LISTENED) {
+        if !c.has_list_listeners() {
             return None;
         }
         c.flag(Cell::LISTENED, false);

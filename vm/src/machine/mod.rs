@@ -1168,8 +1168,8 @@ pub struct Machine {
     lookups: LookupCache,
     /// Constructor locations after an instance's first (see `Instance::more_locations`).
     more_locations: Vec<Vec<Location>>,
-    /// The implementations of an instance that has run more than
-    /// `Machine::LISTED_IMPLEMENTATIONS` of them (see `Machine::record_implementation`).
+    /// The implementations an instance has run beyond the two it keeps itself
+    /// (`Instance::implementations`; see `Machine::record_implementation`).
     more_implementations: HashMap<InstanceId, HashSet<weft_ir::program::ImplId>>,
     /// Per block, its distinct variables in declaration order (see `Scope::Block`).
     block_variables: Vec<BlockVariables>,

@@ -117,7 +117,6 @@ impl Machine {
     pub(super) fn relation_bounds(&self, cell: CellId) -> Option<(i64, Option<i64>)> {
         let c = &self.cells[cell as usize];
         let attr = c.relation_attr()?;
-        debug_assert_eq!(c.attribute_of(), Some(attr), "relation cells are attribute cells");
         match self.program.attribute(attr).kind {
             AttributeKind::Relation(r) => Some((r.lower, r.upper)),
             _ => None,
