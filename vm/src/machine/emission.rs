@@ -57,7 +57,7 @@ impl Machine {
             }
             StmtKind::For { iterable, body, .. } => {
                 let mut reqs = self.schedule_promises(&[*body], scope)?;
-                let collector = self.add_collector(Collector::For { stmt, scope, seen: HashSet::new() });
+                let collector = self.add_collector(Collector::For { stmt, scope, seen: SeenElements::new() });
                 reqs.extend(self.requires_gradual(*iterable, scope, collector)?);
                 self.spawn_statement(reqs, stmt, scope);
             }

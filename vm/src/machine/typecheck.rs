@@ -242,9 +242,12 @@ impl Machine {
                     }
                     (Constraint::Expr { expr, .. }, _) => self.eval_direct(*expr, value)?.truthy(),
                 };
-                if let Some(m) = memo
-                    && self.constraint_memo.len() < CONSTRAINT_MEMO_LIMIT
-                {
+                if let Some(m) = memo {
+                    // A full memo starts over: the values a model repeats come back into it
+                    // at once, and the unique ones (names) do not hold its memory.
+                    if self.constraint_memo.len() >= CONSTRAINT_MEMO_LIMIT {
+                        self.constraint_memo.clear();
+                    }
                     self.constraint_memo.insert((td.0, m), ok);
                 }
                 ok

@@ -196,7 +196,7 @@ impl Machine {
     fn forget_seen(&mut self, listeners: &[CollectorId]) {
         for &collector in listeners.iter().filter(|&&c| c != listeners::REMOVED_LISTENER) {
             if let Collector::For { seen, .. } = &mut self.collectors[collector as usize] {
-                *seen = HashSet::new();
+                *seen = SeenElements::new();
             }
         }
     }
