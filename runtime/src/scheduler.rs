@@ -379,7 +379,7 @@ fn final_checks(machine: &mut Machine) -> Result<(), Vec<EvalError>> {
                     "The object {display} is not complete: attribute {} ({attr_location}) requires {} values but only {} are set",
                     program.name(name),
                     r.lower,
-                    machine.items(cell).len()
+                    machine.item_count(cell)
                 ),
                 _ => format!(
                     "The object {display} is not complete: attribute {} ({attr_location}) is not set",

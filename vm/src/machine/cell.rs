@@ -422,47 +422,114 @@ const _: () = assert!(std::mem::size_of::<CellExt>() == 40);
 /// attribute of an exported resource) used to copy its elements into a new list, so `n`
 /// instances each reading a relation of `n` elements made `n²` copies; a shared list is
 /// handed out by its reference count.
+///
+/// A growing list whose elements are all instances (a relation's always are) keeps their ids,
+/// four bytes each where a value takes 24: the relations of the 93k-instance benchmark held
+/// 3.2 MB of its peak as values. Other elements (a list literal's) are values in a box, which
+/// keeps `Items`, and so a cell's extension, at three words.
 pub enum Items {
-    Open(Vec<Value>),
+    Instances(Vec<InstanceId>),
+    Values(Box<Vec<Value>>),
     Shared(Arc<[Value]>),
 }
 
 impl Default for Items {
     fn default() -> Self {
-        Items::Open(Vec::new())
+        Items::Instances(Vec::new())
     }
 }
 
-impl std::ops::Deref for Items {
-    type Target = [Value];
+/// Grows a vector of a growing list by one element: most relation lists hold a few, for
+/// which a vector's doubling (to four elements, then eight) leaves much of it empty (a list
+/// of one element cost 2.3 MB of the 93k-instance benchmark's peak: `benches/README.md`,
+/// thirty-first round). Up to four elements, it grows by one; past that, by doubling.
+fn push_growing<T>(items: &mut Vec<T>, item: T) {
+    if items.len() == items.capacity() && items.len() < 4 {
+        items.reserve_exact(1);
+    }
+    items.push(item)
+}
 
-    fn deref(&self) -> &[Value] {
+/// The elements of [`Items`], as values.
+pub enum ItemsIter<'a> {
+    Instances(std::slice::Iter<'a, InstanceId>),
+    Values(std::slice::Iter<'a, Value>),
+}
+
+impl Iterator for ItemsIter<'_> {
+    type Item = Value;
+
+    #[inline]
+    fn next(&mut self) -> Option<Value> {
         match self {
-            Items::Open(items) => items,
-            Items::Shared(items) => items,
+            ItemsIter::Instances(ids) => ids.next().map(|&id| Value::Instance(id)),
+            ItemsIter::Values(values) => values.next().cloned(),
         }
     }
 }
 
 impl Items {
-    pub(super) fn push(&mut self, value: Value) {
+    pub fn len(&self) -> usize {
         match self {
-            Items::Open(items) => {
-                // Most relation lists hold a few elements, for which a vector's growth (to four
-                // elements, 96 bytes, then eight) leaves much of it empty: a list of one
-                // element cost 2.3 MB of the 93k-instance benchmark's peak
-                // (`benches/README.md`, thirty-first round). Up to four elements, the vector
-                // grows by one; past that, by doubling.
-                if items.len() == items.capacity() && items.len() < 4 {
-                    items.reserve_exact(1);
-                }
-                items.push(value)
+            Items::Instances(ids) => ids.len(),
+            Items::Values(values) => values.len(),
+            Items::Shared(values) => values.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The element at `position`, which is below [`Items::len`].
+    pub fn get(&self, position: usize) -> Value {
+        match self {
+            Items::Instances(ids) => Value::Instance(ids[position]),
+            Items::Values(values) => values[position].clone(),
+            Items::Shared(values) => values[position].clone(),
+        }
+    }
+
+    pub fn iter(&self) -> ItemsIter<'_> {
+        match self {
+            Items::Instances(ids) => ItemsIter::Instances(ids.iter()),
+            Items::Values(values) => ItemsIter::Values(values.iter()),
+            Items::Shared(values) => ItemsIter::Values(values.iter()),
+        }
+    }
+
+    /// Whether an element equals `value` (Python's `==`: instances by identity).
+    pub fn contains(&self, value: &Value) -> bool {
+        match (self, value) {
+            (Items::Instances(ids), Value::Instance(id)) => ids.contains(id),
+            _ => self.iter().any(|item| item.py_eq(value)),
+        }
+    }
+
+    /// Lends the elements as values to `f`: where they are, or for instances' ids, copied
+    /// into a list of their own (on the stack up to eight elements).
+    pub fn with_values<T>(&self, f: impl FnOnce(&[Value]) -> T) -> T {
+        match self {
+            Items::Instances(ids) => {
+                let values: SmallVec<[Value; 8]> = ids.iter().map(|&id| Value::Instance(id)).collect();
+                f(&values)
             }
-            // A complete list does not grow; should one, it becomes a vector again.
-            Items::Shared(items) => {
-                let mut open = items.to_vec();
-                open.push(value);
-                *self = Items::Open(open);
+            Items::Values(values) => f(values),
+            Items::Shared(values) => f(values),
+        }
+    }
+
+    pub(super) fn push(&mut self, value: Value) {
+        match (&mut *self, value) {
+            (Items::Instances(ids), Value::Instance(id)) => push_growing(ids, id),
+            (Items::Values(values), value) => push_growing(values, value),
+            // An element that is not an instance turns a list of ids into values; a complete
+            // list does not grow, but should one, it becomes a vector again.
+            (_, value) => {
+                let mut values = Vec::with_capacity(self.len() + 1);
+                values.extend(self.iter());
+                values.push(value);
+                *self = Items::Values(Box::new(values));
             }
         }
     }
@@ -470,8 +537,9 @@ impl Items {
     /// The elements as a shared list, sharing them from now on.
     pub(super) fn share(&mut self) -> Arc<[Value]> {
         let shared: Arc<[Value]> = match self {
-            Items::Open(items) => Arc::from(std::mem::take(items)),
-            Items::Shared(items) => return items.clone(),
+            Items::Shared(values) => return values.clone(),
+            Items::Values(values) => Arc::from(std::mem::take(&mut **values)),
+            Items::Instances(ids) => ids.iter().map(|&id| Value::Instance(id)).collect(),
         };
         *self = Items::Shared(shared.clone());
         shared
@@ -480,14 +548,15 @@ impl Items {
     /// The elements as a list value, without changing how they are kept.
     pub(super) fn to_list(&self) -> Value {
         match self {
-            Items::Open(items) => Value::List(Arc::from(&items[..])),
-            Items::Shared(items) => Value::List(items.clone()),
+            Items::Shared(values) => Value::List(values.clone()),
+            Items::Values(values) => Value::List(Arc::from(&values[..])),
+            Items::Instances(ids) => Value::List(ids.iter().map(|&id| Value::Instance(id)).collect()),
         }
     }
 }
 
 pub(super) static EMPTY_EXT: CellExt = CellExt {
-    items: Items::Open(Vec::new()),
+    items: Items::Instances(Vec::new()),
     waiters: WaitList::EMPTY,
     nb_gradual_waiters: 0,
     outstanding: 0,

@@ -69,7 +69,7 @@ impl Machine {
                 // `is defined` n times cost n^2.
                 let len = self.x(cell).items.len();
                 for position in 0..len {
-                    let v = self.x(cell).items[position].clone();
+                    let v = self.x(cell).items.get(position);
                     if self.receive(collector, v, location)? {
                         break;
                     }

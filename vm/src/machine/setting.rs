@@ -90,7 +90,7 @@ impl Machine {
                 if kind == CellKind::List && matches!(value, Value::Null(_)) {
                     if !self.x(cell).items.is_empty() {
                         let (inst, attr) = self.cell_owner(cell).expect("relation");
-                        let values: Vec<String> = self.x(cell).items.iter().map(|v| self.display_value(v)).collect();
+                        let values: Vec<String> = self.x(cell).items.iter().map(|v| self.display_value(&v)).collect();
                         return Err(rt(format!(
                             "Trying to set relation attribute `{}` of instance `{}` to null but it has values `{}` assigned already",
                             self.program.name(self.program.attribute(attr).name),
@@ -164,7 +164,7 @@ impl Machine {
         {
             return self.list_members[&cell].contains(inst);
         }
-        items.iter().any(|x| x.py_eq(v))
+        items.contains(v)
     }
 
     /// Appends an element the list cell does not hold yet, keeping `list_members`.
@@ -173,7 +173,7 @@ impl Machine {
         items.push(value.clone());
         let len = items.len();
         if len == MEMBER_SET_THRESHOLD + 1 {
-            let members = self.x(cell).items.iter().filter_map(|v| self.instance_of(v)).collect();
+            let members = self.x(cell).items.iter().filter_map(|v| self.instance_of(&v)).collect();
             self.list_members.insert(cell, members);
         } else if len > MEMBER_SET_THRESHOLD
             && let Value::Instance(inst) = value

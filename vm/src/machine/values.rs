@@ -64,11 +64,12 @@ impl Machine {
     }
 
     /// [`Self::peek`] without a copy: `f` sees the value where the cell keeps it, or a list
-    /// cell's elements, which `peek` would copy into a new list.
+    /// cell's elements, which `peek` would copy into a new list (a relation's that are kept
+    /// as instance ids are lent as values made for the call: see `Items::with_values`).
     pub fn peek_with<T>(&self, cell: CellId, f: impl FnOnce(Peeked<'_>) -> T) -> T {
         let c = &self.cells[cell as usize];
         match c.kind() {
-            CellKind::List | CellKind::ListLiteral => f(Peeked::Items(&self.x(cell).items)),
+            CellKind::List | CellKind::ListLiteral => self.x(cell).items.with_values(|items| f(Peeked::Items(items))),
             CellKind::Proxy => match c.target() {
                 Some(target) => self.peek_with(target, f),
                 None => f(Peeked::Empty),

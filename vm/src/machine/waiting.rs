@@ -65,9 +65,9 @@ impl Machine {
         &mut self.exts[ext]
     }
 
-    /// The elements of a list cell.
-    pub fn items(&self, cell: CellId) -> &[Value] {
-        &self.x(cell).items
+    /// How many elements a list cell has.
+    pub fn item_count(&self, cell: CellId) -> usize {
+        self.x(cell).items.len()
     }
 
     /// Promises acquired on a delayed cell and not yet fulfilled.
