@@ -11,20 +11,25 @@ impl Machine {
             return self.resume_variable(resumer, cell).map(|()| None);
         }
         if waiter == DEFERRED {
-            let deferred = self.deferred.pop_front().expect("a deferred task for each place in the run queue");
+            let task = self.deferred.pop_front().expect("a deferred task for each place in the run queue");
+            if task.expr == DeferredTask::OTHER {
+                let deferred = self.deferred_bodies.pop_front().expect("a body for each deferred task kept apart");
+                return self.run_body(&mut deferred.body(), &Reqs::new()).map(|()| None);
+            }
+            let DeferredTask { target, expr, scope, attr } = task;
+            let expr = ExprId(expr);
             // A constant (an attribute's default, a constructor's literal argument) reads
             // nothing, so its value goes straight to its target: `run_body` would give the
             // same result through an empty set of values and the evaluator's dispatch.
-            if let Deferred::Exec { target, promise, what: what @ Exec::Expr(expr), attr, .. } = deferred
-                && let Some(value) = self.code().constant(expr)
-            {
+            if let Some(value) = self.code().constant(expr) {
                 let location = self.code().location(expr);
-                return match self.store_result(target, value.clone(), location, promise) {
+                return match self.store_result(target, value.clone(), location, OptPromise::NONE) {
                     Ok(()) => Ok(None),
-                    Err(e) => Err(self.execution_error(e, target, what, attr)),
+                    Err(e) => Err(self.execution_error(e, target, Exec::Expr(expr), attr)),
                 };
             }
-            return self.run_body(&mut deferred.body(), &Reqs::new()).map(|()| None);
+            let mut body = Body::Exec { target, promise: OptPromise::NONE, what: Exec::Expr(expr), scope, attr };
+            return self.run_body(&mut body, &Reqs::new()).map(|()| None);
         }
         let mut body = self.waiters[waiter as usize].body.take().expect("a task runs once");
         let requires = std::mem::take(&mut self.waiters[waiter as usize].requires);

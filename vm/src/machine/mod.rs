@@ -706,8 +706,9 @@ enum Body {
     Call { expr: ExprId, scope: ScopeId, result: CellId, args: Option<Box<Arguments>> },
 }
 
-/// A task that waits for nothing, in the run queue's order (see `Machine::deferred`): the
-/// bodies such tasks have, which are all plain data.
+/// The body of a task that waits for nothing (see `Machine::deferred`), when it is not the
+/// common kind a [`DeferredTask`] holds itself: the bodies such tasks have, which are all
+/// plain data.
 #[derive(Clone, Copy)]
 enum Deferred {
     Exec { target: CellId, promise: OptPromise, what: Exec, scope: ScopeId, attr: AttrSite },
@@ -731,7 +732,51 @@ impl Deferred {
             Deferred::Cond { src, scope, result, lhs, chosen } => Body::Cond { src, scope, result, lhs, chosen },
         }
     }
+
+    /// The cell the task sets.
+    fn target(&self) -> CellId {
+        match *self {
+            Deferred::Exec { target, .. } => target,
+            Deferred::Cond { result, .. } => result,
+        }
+    }
 }
+
+/// A task that waits for nothing, in the run queue's order (see `Machine::deferred`), in four
+/// words. Nearly every such task evaluates an expression into an attribute, without a promise:
+/// an attribute's default or a constructor's literal argument (93k of the 105k waiting at the
+/// 93k-instance benchmark's peak, where a [`Deferred`] of 32 bytes made the queue 3.4 MB).
+/// Any other body waits in `Machine::deferred_bodies`, in the same order, and its entry here
+/// has [`DeferredTask::OTHER`] for an expression.
+#[derive(Clone, Copy)]
+struct DeferredTask {
+    /// The cell the task sets (also for a body kept apart: it is what the run loop prefetches).
+    target: CellId,
+    expr: u32,
+    scope: ScopeId,
+    attr: AttrSite,
+}
+
+impl DeferredTask {
+    /// Not an expression (the verifier keeps expression ids within 29 bits): the body is the
+    /// front of `Machine::deferred_bodies`.
+    const OTHER: u32 = u32::MAX;
+
+    /// The task for `deferred`, and whether its body must be kept apart.
+    fn of(deferred: &Deferred) -> (DeferredTask, bool) {
+        match *deferred {
+            Deferred::Exec { target, promise, what: Exec::Expr(expr), scope, attr } if promise.get().is_none() => {
+                (DeferredTask { target, expr: expr.0, scope, attr }, false)
+            }
+            _ => {
+                (DeferredTask { target: deferred.target(), expr: Self::OTHER, scope: NONE, attr: AttrSite::NONE }, true)
+            }
+        }
+    }
+}
+
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(std::mem::size_of::<DeferredTask>() == 16);
 
 // A task body is 32 bytes on 64-bit targets, and with its requirements a task slot is 64, one
 // cache line (a table's elements start at a page boundary): a million-instance model keeps
@@ -1242,7 +1287,9 @@ pub struct Machine {
     /// its body waits here for its turn. (Defaults, constant arguments, conditions on
     /// constants and unconditional implementations: 42% of the tasks of the 93k-instance
     /// benchmark.)
-    deferred: Fifo<Deferred>,
+    deferred: Fifo<DeferredTask>,
+    /// The bodies of the tasks in `deferred` that it does not hold itself, in the same order.
+    deferred_bodies: Fifo<Deferred>,
     /// Delayed cells that may be complete, in the order they were queued.
     /// With each cell, whether it is a relation (the scheduler's queue puts relations first),
     /// read while the cell is at hand so the scheduler need not load it again.
@@ -1376,6 +1423,7 @@ impl Machine {
             free_proxies: Vec::new(),
             resumptions: Fifo::new(),
             deferred: Fifo::new(),
+            deferred_bodies: Fifo::new(),
             wait_queue: Fifo::new(),
             proxy_listeners: HashMap::default(),
             list_members: HashMap::default(),
@@ -1420,6 +1468,7 @@ impl Machine {
         self.run_queue = Fifo::new();
         self.resumptions = Fifo::new();
         self.deferred = Fifo::new();
+        self.deferred_bodies = Fifo::new();
         self.wait_queue = Fifo::new();
         self.proxy_listeners = HashMap::default();
         self.list_members = HashMap::default();

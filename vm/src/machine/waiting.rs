@@ -320,7 +320,11 @@ impl Machine {
         {
             // Ready at once, as a slot task with no requirement would be: it takes the same
             // place in the run queue.
-            self.deferred.push_back(deferred);
+            let (task, apart) = DeferredTask::of(&deferred);
+            if apart {
+                self.deferred_bodies.push_back(deferred);
+            }
+            self.deferred.push_back(task);
             self.run_queue.push_back(DEFERRED);
             return;
         }
@@ -505,9 +509,8 @@ impl Machine {
                 + is_deferred(first_gap)
                 + is_deferred(third)
                 + is_deferred(second_gap);
-            if let Some(Deferred::Exec { target: cell, .. } | Deferred::Cond { result: cell, .. }) =
-                self.deferred.front_block().get(deferred)
-                && let Some(cell) = self.cells.get(*cell as usize)
+            if let Some(task) = self.deferred.front_block().get(deferred)
+                && let Some(cell) = self.cells.get(task.target as usize)
             {
                 prefetch(cell);
             }
