@@ -32,28 +32,28 @@ impl Machine {
             return self.run_body(&mut body, &Reqs::new()).map(|()| None);
         }
         let mut body = self.waiters[waiter as usize].body.take().expect("a task runs once");
-        let requires = std::mem::take(&mut self.waiters[waiter as usize].requires);
+        let requires = self.take_task_requirements(waiter);
         let result = self.run_body(&mut body, &requires);
         match result {
             Ok(()) => {
                 // Nothing refers to a finished task any more: every cell it waited for has
                 // released it (that is how it became ready), so its slot can be reused. Its
-                // slot keeps the empty requirement list `take` left there.
+                // slot has no requirements since they were taken.
                 self.free_task_slot(waiter);
                 self.live_tasks -= 1;
                 Ok(None)
             }
             Err(e) if e.unset.is_some() && matches!(body, Body::Call { .. }) => {
                 let cell = e.unset.expect("checked");
-                let w = &mut self.waiters[waiter as usize];
-                w.body = Some(body);
-                w.requires = requires;
-                w.requires.push((Key::extra(w.requires.len() as u32), cell));
+                self.waiters[waiter as usize].body = Some(body);
+                let mut requires = requires;
+                requires.push((Key::extra(requires.len() as u32), cell));
+                self.set_task_requirements(waiter, requires);
                 self.wait_for(waiter, cell);
                 Ok(Some(cell))
             }
             Err(e) => {
-                self.waiters[waiter as usize].requires = requires;
+                self.set_task_requirements(waiter, requires);
                 Err(e)
             }
         }

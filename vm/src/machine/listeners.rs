@@ -260,7 +260,7 @@ impl Machine {
         debug_assert!(!self.cells[proxy as usize].is_set(Cell::LISTENED), "requirement proxies have no listener");
         let mut waiters = self.take_waiters(proxy);
         while let Some(w) = self.wait_nodes.pop(&mut waiters) {
-            for (_, cell) in self.waiters[w as usize].requires.iter_mut() {
+            for (_, cell) in self.task_requirements_mut(w).iter_mut() {
                 if *cell == proxy {
                     *cell = target;
                 }

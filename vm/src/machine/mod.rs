@@ -529,7 +529,22 @@ impl Key {
     const KIND_PROMISES: u32 = 3;
     const KIND_EXTRA: u32 = 4;
     const KIND_INDEX: u32 = 5;
+    /// Not a requirement: in a task slot, the task has none (see `Waiter::requirement`).
+    const KIND_NONE: u32 = 6;
+    /// Not a requirement: in a task slot, the task's requirements are a list in
+    /// `Machine::spilled_requirements`, at the index the slot has for a cell.
+    const KIND_SPILLED: u32 = 7;
     const KIND_SHIFT: u32 = 29;
+
+    /// A task slot's requirement when its task has none.
+    const NONE: Key = Key::new(Self::KIND_NONE, 0);
+    /// A task slot's requirement when its task's list is kept apart.
+    const SPILLED: Key = Key::new(Self::KIND_SPILLED, 0);
+
+    #[inline(always)]
+    fn kind(self) -> u32 {
+        self.0 >> Self::KIND_SHIFT
+    }
 
     /// The promises of a constructor's eager attributes.
     const PROMISES: Key = Key::new(Self::KIND_PROMISES, 0);
@@ -778,14 +793,16 @@ impl DeferredTask {
 #[cfg(target_pointer_width = "64")]
 const _: () = assert!(std::mem::size_of::<DeferredTask>() == 16);
 
-// A task body is 32 bytes on 64-bit targets, and with its requirements a task slot is 64, one
-// cache line (a table's elements start at a page boundary): a million-instance model keeps
-// four million slots, and waking a task or running it touches one line of its slot.
+// A task body is 32 bytes on 64-bit targets, and with its one requirement a task slot is 48: a
+// million-instance model keeps four million slots, and the slots live at the peak of the
+// 93k-instance benchmark were 14.8 MB at 64 bytes (the size of a slot with a list of two
+// requirements inline, one cache line). Half of the slots now straddle two lines; the run
+// loop's prefetching loads both (`Machine::prefetch_task`).
 #[cfg(target_pointer_width = "64")]
 const _: () = assert!(
     std::mem::size_of::<Option<Body>>() == 32
         && std::mem::size_of::<(Key, CellId)>() == 8
-        && std::mem::size_of::<Waiter>() == 64
+        && std::mem::size_of::<Waiter>() == 48
 );
 
 /// An optional promise in four bytes (`NONE` for none), to keep task bodies small.
@@ -877,7 +894,12 @@ pub struct Waiter {
     /// Creation order (see `Machine::pending_tasks`); meaningless in a free slot, which has
     /// no body (free slots are `Machine::free_slots`).
     seq: u32,
-    requires: Reqs,
+    /// The task's requirement when it has one; [`Key::NONE`] when it has none; and when it has
+    /// more, [`Key::SPILLED`] with the index of its list in `Machine::spilled_requirements`
+    /// for a cell. Three tasks in four have one requirement (of the 229k live at the
+    /// 93k-instance benchmark's peak, 170k), and a slot with a list of its own was 16 bytes
+    /// larger: see `Machine::task_requirements`.
+    requirement: (Key, CellId),
     /// `None` while the task runs and once it finished.
     body: Option<Body>,
 }
@@ -1233,6 +1255,11 @@ pub struct Machine {
     /// Task slots; a finished task's slot is reused (`free_slots`), so the table holds the
     /// live tasks, not every task ever spawned, and shrinks when its top slots are free.
     pub waiters: Table<Waiter>,
+    /// The requirement lists of the tasks that have more than one (`Waiter::requirement`),
+    /// by index; a free index holds an empty list and is in `free_spilled_requirements`. A
+    /// table rather than a vector: it grows in place, without a doubling's empty half.
+    spilled_requirements: Table<Reqs>,
+    free_spilled_requirements: Vec<u32>,
     /// The free task slots below the table's top, handed out lowest first.
     free_slots: free_slots::FreeSlots,
     /// The most task slots the table has held.
@@ -1397,6 +1424,8 @@ impl Machine {
             exts: Table::new(),
             waiters: Table::new(),
             free_slots: free_slots::FreeSlots::default(),
+            spilled_requirements: Table::new(),
+            free_spilled_requirements: Vec::new(),
             peak_task_slots: 0,
             wait_nodes: WaitNodes::default(),
             spawned: 0,
@@ -1456,6 +1485,8 @@ impl Machine {
     pub fn shed_evaluation_state(&mut self) {
         self.waiters = Table::new();
         self.free_slots = free_slots::FreeSlots::default();
+        self.spilled_requirements = Table::new();
+        self.free_spilled_requirements = Vec::new();
         self.pending_order = None;
         self.zerowaiter_events = Vec::new();
         self.wait_nodes = WaitNodes::default();

@@ -328,7 +328,7 @@ impl Machine {
             self.run_queue.push_back(DEFERRED);
             return;
         }
-        let waiter = Waiter { waitcount: 1, seq, requires: Reqs::new(), body: Some(body) };
+        let waiter = Waiter { waitcount: 1, seq, requirement: (Key::NONE, 0), body: Some(body) };
         let id = match self.free_slots.take_lowest() {
             Some(slot) => {
                 self.waiters[slot as usize] = waiter;
@@ -348,8 +348,65 @@ impl Machine {
         for &(_, cell) in &requires {
             self.wait_for(id, cell);
         }
-        self.waiters[id as usize].requires = requires;
+        self.set_task_requirements(id, requires);
         self.ready(id);
+    }
+
+    /// The requirements of the task in `waiter` (see `Waiter::requirement`).
+    #[inline(always)]
+    pub(super) fn task_requirements(&self, waiter: WaiterId) -> &[(Key, CellId)] {
+        Self::requirements_in(&self.waiters[waiter as usize], &self.spilled_requirements)
+    }
+
+    #[inline(always)]
+    fn requirements_in<'a>(task: &'a Waiter, spilled: &'a Table<Reqs>) -> &'a [(Key, CellId)] {
+        match task.requirement.0.kind() {
+            Key::KIND_NONE => &[],
+            Key::KIND_SPILLED => &spilled[task.requirement.1 as usize],
+            _ => std::slice::from_ref(&task.requirement),
+        }
+    }
+
+    pub(super) fn task_requirements_mut(&mut self, waiter: WaiterId) -> &mut [(Key, CellId)] {
+        let task = &mut self.waiters[waiter as usize];
+        match task.requirement.0.kind() {
+            Key::KIND_NONE => &mut [],
+            Key::KIND_SPILLED => &mut self.spilled_requirements[task.requirement.1 as usize],
+            _ => std::slice::from_mut(&mut task.requirement),
+        }
+    }
+
+    /// Gives the task in `waiter`, which has no requirements in its slot, the list `requires`.
+    pub(super) fn set_task_requirements(&mut self, waiter: WaiterId, requires: Reqs) {
+        debug_assert!(self.waiters[waiter as usize].requirement.0.kind() == Key::KIND_NONE);
+        let requirement = match requires.as_slice() {
+            [] => (Key::NONE, 0),
+            &[one] => one,
+            _ => {
+                let index = match self.free_spilled_requirements.pop() {
+                    Some(index) => {
+                        self.spilled_requirements[index as usize] = requires;
+                        index
+                    }
+                    None => self.spilled_requirements.push(requires) as u32,
+                };
+                (Key::SPILLED, index)
+            }
+        };
+        self.waiters[waiter as usize].requirement = requirement;
+    }
+
+    /// Takes the requirements of the task in `waiter` out of its slot, which then has none.
+    pub(super) fn take_task_requirements(&mut self, waiter: WaiterId) -> Reqs {
+        let requirement = std::mem::replace(&mut self.waiters[waiter as usize].requirement, (Key::NONE, 0));
+        match requirement.0.kind() {
+            Key::KIND_NONE => Reqs::new(),
+            Key::KIND_SPILLED => {
+                self.free_spilled_requirements.push(requirement.1);
+                std::mem::take(&mut self.spilled_requirements[requirement.1 as usize])
+            }
+            _ => smallvec![requirement],
+        }
     }
 
     /// Makes a finished task's slot free; when it was the top slot, cuts the free slots off
@@ -458,7 +515,7 @@ impl Machine {
 
     /// The requirement cells of a pending task (following proxies), for wait-cycle breaking.
     pub fn requirement_cells(&self, waiter: WaiterId) -> impl Iterator<Item = CellId> + '_ {
-        self.waiters[waiter as usize].requires.iter().filter_map(|&(_, c)| {
+        self.task_requirements(waiter).iter().filter_map(|&(_, c)| {
             let mut c = c;
             loop {
                 let cell = &self.cells[c as usize];
@@ -544,11 +601,11 @@ impl Machine {
             4 => {
                 let slot = &self.waiters[task as usize];
                 prefetch(slot);
-                prefetch((slot as *const Waiter).wrapping_byte_add(64));
+                prefetch((slot as *const Waiter).wrapping_byte_add(std::mem::size_of::<Waiter>() - 1));
             }
             2 => {
                 let task = &self.waiters[task as usize];
-                for &(_, cell) in task.requires.iter() {
+                for &(_, cell) in Self::requirements_in(task, &self.spilled_requirements) {
                     prefetch(&self.cells[cell as usize]);
                 }
                 // The cell the task will set.
@@ -558,7 +615,7 @@ impl Machine {
             }
             0 => {
                 let task = &self.waiters[task as usize];
-                for &(_, cell) in task.requires.iter() {
+                for &(_, cell) in Self::requirements_in(task, &self.spilled_requirements) {
                     // A clone of a shared value writes its reference count, which is at the
                     // address the payload holds.
                     if let Some(shared) = self.cells[cell as usize].shared_value_address() {
