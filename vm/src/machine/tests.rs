@@ -4,8 +4,8 @@ use std::sync::Arc;
 use weft_ir::value::Value;
 
 use super::{
-    Cell, CellKind, Key, PackedType, Table, Values, WaitList, WaitNodes, hash_key_part, key_part_eq,
-    substitute_in_one_pass,
+    Cell, CellKind, IdentityKey, Items, Key, PackedType, SeenElements, Table, Values, WaitList, WaitNodes,
+    hash_key_part, key_part_eq, substitute_in_one_pass,
 };
 
 /// A cell gives back every kind of value it was given, and owns exactly one count of a
@@ -286,4 +286,75 @@ fn values_keep_the_last_value_of_each_key() {
             }
         }
     }
+}
+
+/// What a list cell's elements read as, whichever form it keeps them in.
+fn items_as_text(items: &Items) -> String {
+    let by_iteration: Vec<String> = items.iter().map(|v| format!("{v:?}")).collect();
+    let by_position: Vec<String> = (0..items.len()).map(|i| format!("{:?}", items.get(i))).collect();
+    let lent = items.with_values(|values| values.iter().map(|v| format!("{v:?}")).collect::<Vec<_>>());
+    assert_eq!(by_iteration, by_position);
+    assert_eq!(by_iteration, lent);
+    by_iteration.join(", ")
+}
+
+/// A list of instances keeps their ids; an element of another kind turns it into values, and
+/// sharing it makes one list; every form reads the same elements in the order they came.
+#[test]
+fn list_elements_read_the_same_in_every_form() {
+    let mut items = Items::default();
+    for id in [3, 1, 2] {
+        items.push(Value::Instance(id));
+    }
+    assert!(matches!(items, Items::Instances(_)));
+    assert_eq!(items_as_text(&items), "Instance(3), Instance(1), Instance(2)");
+    assert!(items.contains(&Value::Instance(1)) && !items.contains(&Value::Instance(4)));
+    assert!(!items.contains(&Value::Int(1)));
+
+    let shared = items.share();
+    assert!(matches!(items, Items::Shared(_)));
+    assert_eq!(shared.len(), 3);
+    assert_eq!(items_as_text(&items), "Instance(3), Instance(1), Instance(2)");
+    // A complete list that grows after all becomes a vector again, of values.
+    items.push(Value::Instance(9));
+    assert!(matches!(items, Items::Values(_)));
+    assert_eq!(items_as_text(&items), "Instance(3), Instance(1), Instance(2), Instance(9)");
+
+    let mut mixed = Items::default();
+    mixed.push(Value::Instance(5));
+    mixed.push(Value::str("five"));
+    mixed.push(Value::Instance(6));
+    assert!(matches!(mixed, Items::Values(_)));
+    assert_eq!(items_as_text(&mixed), "Instance(5), Str(\"five\"), Instance(6)");
+    assert!(mixed.contains(&Value::str("five")) && mixed.contains(&Value::Instance(6)));
+    assert!(matches!(mixed.to_list(), Value::List(list) if list.len() == 3));
+    assert!(Items::default().is_empty());
+    // Many elements (the list grows by one to four, then by doubling) keep their order.
+    let mut many = Items::default();
+    for id in 0..100 {
+        many.push(Value::Instance(id));
+    }
+    assert!((0..100).all(|i| matches!(many.get(i as usize), Value::Instance(id) if id == i)));
+}
+
+/// A `for` loop's memory of what it ran for answers the same as a set, in its list of ids and
+/// past it: once for each instance, and by identity for other values.
+#[test]
+fn seen_elements_remember_each_element_once() {
+    let mut seen = SeenElements::new();
+    for round in 0..2 {
+        for id in 0..(SeenElements::SCANNED as u32 + 5) {
+            assert_eq!(seen.insert(IdentityKey::Instance(id)), round == 0, "instance {id}, round {round}");
+        }
+    }
+    assert!(matches!(seen, SeenElements::Keys(_)));
+
+    let mut seen = SeenElements::new();
+    assert!(seen.insert(IdentityKey::Instance(1)));
+    assert!(matches!(seen, SeenElements::Instances(_)));
+    assert!(seen.insert(IdentityKey::Bool(true)));
+    assert!(matches!(seen, SeenElements::Keys(_)));
+    assert!(!seen.insert(IdentityKey::Instance(1)));
+    assert!(!seen.insert(IdentityKey::Bool(true)));
+    assert!(seen.insert(IdentityKey::Instance(2)));
 }
