@@ -439,11 +439,12 @@ impl Default for Items {
     }
 }
 
-/// Grows a vector of a growing list by one element: most relation lists hold a few, for
-/// which a vector's doubling (to four elements, then eight) leaves much of it empty (a list
-/// of one element cost 2.3 MB of the 93k-instance benchmark's peak: `benches/README.md`,
-/// thirty-first round). Up to four elements, it grows by one; past that, by doubling.
-fn push_growing<T>(items: &mut Vec<T>, item: T) {
+/// Grows a short vector by one element: most relation lists (and the instances a `for` loop
+/// over one has seen) hold a few, for which a vector's doubling (to four elements, then eight)
+/// leaves much of it empty (a list of one element cost 2.3 MB of the 93k-instance benchmark's
+/// peak: `benches/README.md`, thirty-first round). Up to four elements, it grows by one; past
+/// that, by doubling.
+pub(super) fn push_growing<T>(items: &mut Vec<T>, item: T) {
     if items.len() == items.capacity() && items.len() < 4 {
         items.reserve_exact(1);
     }
@@ -466,7 +467,17 @@ impl Iterator for ItemsIter<'_> {
             ItemsIter::Values(values) => values.next().cloned(),
         }
     }
+
+    // Exact, so that collecting the elements into a list allocates it once.
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        match self {
+            ItemsIter::Instances(ids) => ids.size_hint(),
+            ItemsIter::Values(values) => values.size_hint(),
+        }
+    }
 }
+
+impl ExactSizeIterator for ItemsIter<'_> {}
 
 impl Items {
     pub fn len(&self) -> usize {
@@ -510,8 +521,8 @@ impl Items {
     /// into a list of their own (on the stack up to eight elements).
     pub fn with_values<T>(&self, f: impl FnOnce(&[Value]) -> T) -> T {
         match self {
-            Items::Instances(ids) => {
-                let values: SmallVec<[Value; 8]> = ids.iter().map(|&id| Value::Instance(id)).collect();
+            Items::Instances(_) => {
+                let values: SmallVec<[Value; 8]> = self.iter().collect();
                 f(&values)
             }
             Items::Values(values) => f(values),
@@ -539,7 +550,7 @@ impl Items {
         let shared: Arc<[Value]> = match self {
             Items::Shared(values) => return values.clone(),
             Items::Values(values) => Arc::from(std::mem::take(&mut **values)),
-            Items::Instances(ids) => ids.iter().map(|&id| Value::Instance(id)).collect(),
+            Items::Instances(_) => self.iter().collect(),
         };
         *self = Items::Shared(shared.clone());
         shared
@@ -550,7 +561,7 @@ impl Items {
         match self {
             Items::Shared(values) => Value::List(values.clone()),
             Items::Values(values) => Value::List(Arc::from(&values[..])),
-            Items::Instances(ids) => Value::List(ids.iter().map(|&id| Value::Instance(id)).collect()),
+            Items::Instances(_) => Value::List(self.iter().collect()),
         }
     }
 }

@@ -12,7 +12,7 @@ impl Machine {
         }
         if waiter == DEFERRED {
             let task = self.deferred.pop_front().expect("a deferred task for each place in the run queue");
-            if task.expr == DeferredTask::OTHER {
+            if task.kept_apart() {
                 let deferred = self.deferred_bodies.pop_front().expect("a body for each deferred task kept apart");
                 return self.run_body(&mut deferred.body(), &Reqs::new()).map(|()| None);
             }

@@ -777,16 +777,19 @@ impl DeferredTask {
     /// front of `Machine::deferred_bodies`.
     const OTHER: u32 = u32::MAX;
 
-    /// The task for `deferred`, and whether its body must be kept apart.
-    fn of(deferred: &Deferred) -> (DeferredTask, bool) {
+    /// The task for `deferred`; its body is kept apart when it is [`DeferredTask::kept_apart`].
+    fn of(deferred: &Deferred) -> DeferredTask {
         match *deferred {
             Deferred::Exec { target, promise, what: Exec::Expr(expr), scope, attr } if promise.get().is_none() => {
-                (DeferredTask { target, expr: expr.0, scope, attr }, false)
+                DeferredTask { target, expr: expr.0, scope, attr }
             }
-            _ => {
-                (DeferredTask { target: deferred.target(), expr: Self::OTHER, scope: NONE, attr: AttrSite::NONE }, true)
-            }
+            _ => DeferredTask { target: deferred.target(), expr: Self::OTHER, scope: NONE, attr: AttrSite::NONE },
         }
+    }
+
+    /// Whether the task's body waits in `Machine::deferred_bodies`.
+    fn kept_apart(self) -> bool {
+        self.expr == Self::OTHER
     }
 }
 
@@ -1027,10 +1030,7 @@ impl SeenElements {
                 if ids.contains(id) {
                     return false;
                 }
-                // A loop over a relation sees a few elements: exact growth keeps the list
-                // its own size, where doubling would leave half of it empty.
-                ids.reserve_exact(1);
-                ids.push(*id);
+                push_growing(ids, *id);
                 true
             }
             (SeenElements::Instances(ids), _) => {

@@ -320,8 +320,8 @@ impl Machine {
         {
             // Ready at once, as a slot task with no requirement would be: it takes the same
             // place in the run queue.
-            let (task, apart) = DeferredTask::of(&deferred);
-            if apart {
+            let task = DeferredTask::of(&deferred);
+            if task.kept_apart() {
                 self.deferred_bodies.push_back(deferred);
             }
             self.deferred.push_back(task);
