@@ -661,6 +661,17 @@ impl Machine {
                         typing(format!("A for loop can only be applied to lists and relations.{hint}")).at(location)
                     );
                 }
+                // The loop's task runs once its iterable is complete, and evaluating the
+                // iterable just now handed a value that is not a list cell (a plugin's list, a
+                // variable's) to the collector whole: no element comes after, so what the
+                // loop remembers of them can go. Loops over a list cell forget theirs when it
+                // freezes (`forget_seen`); these never would, and the 5,000 loops over
+                // `std::sequence` of the 93k-instance benchmark kept 1.9 MB of sets to its end.
+                if let Some(&Value::Int(collector)) = values.get(&Key::collector(iterable))
+                    && let Collector::For { seen, .. } = &mut self.collectors[collector as usize]
+                {
+                    *seen = SeenElements::new();
+                }
                 Ok(())
             }
             _ => Ok(()),
