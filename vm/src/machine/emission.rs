@@ -293,17 +293,17 @@ impl Machine {
                 self.requires_into(*rhs, scope, reqs)?;
             }
             Op::And { lhs, .. } | Op::Or { lhs, .. } => {
-                let target = self.new_cell(CellKind::Plain);
+                let target = self.new_temporary();
                 self.cells[target as usize].set_ty(PackedType::BOOL);
                 let sub = self.requires(*lhs, scope)?;
                 self.spawn(sub, Body::Lazy { expr, scope, target });
-                reqs.push((Key::expr(expr), target));
+                reqs.push((Key::temporary(expr), target));
             }
             Op::Cond { cond, .. } => {
-                let result = self.new_cell(CellKind::Plain);
+                let result = self.new_temporary();
                 let sub = self.requires(*cond, scope)?;
                 self.spawn(sub, Body::Cond { src: CondSrc::Expr(expr), scope, result, lhs: None, chosen: None });
-                reqs.push((Key::expr(expr), result));
+                reqs.push((Key::temporary(expr), result));
             }
             Op::List(items) => {
                 for i in items.iter() {
@@ -336,9 +336,9 @@ impl Machine {
                 for a in splats.iter() {
                     self.requires_into(*a, scope, &mut sub)?;
                 }
-                let result = self.new_cell(CellKind::Plain);
+                let result = self.new_temporary();
                 self.spawn(sub, Body::Call { expr, scope, result, args: None });
-                reqs.push((Key::expr(expr), result));
+                reqs.push((Key::temporary(expr), result));
             }
             Op::Construct(c) => {
                 let ctor = &p.ctors[c.index()];
@@ -360,10 +360,10 @@ impl Machine {
                 for v in splats.iter() {
                     self.requires_into(*v, scope, &mut sub)?;
                 }
-                let target = self.new_cell(CellKind::Plain);
+                let target = self.new_temporary();
                 self.cells[target as usize].set_ty(PackedType::entity(*entity));
                 self.spawn(sub, Body::Lookup { expr, scope, target });
-                reqs.push((Key::expr(expr), target));
+                reqs.push((Key::temporary(expr), target));
             }
             Op::SelectorLookup { base, query, splats, .. } => {
                 let mut sub = Reqs::new();
@@ -374,9 +374,9 @@ impl Machine {
                 for v in splats.iter() {
                     self.requires_into(*v, scope, &mut sub)?;
                 }
-                let target = self.new_cell(CellKind::Plain);
+                let target = self.new_temporary();
                 self.spawn(sub, Body::Lookup { expr, scope, target });
-                reqs.push((Key::expr(expr), target));
+                reqs.push((Key::temporary(expr), target));
             }
             Op::ListComp { .. } => {
                 let result = self.list_comp(expr, scope, None)?;
@@ -439,13 +439,13 @@ impl Machine {
                 Ok(smallvec![(Key::expr(expr), temp)])
             }
             Op::Cond { cond, .. } => {
-                let result = self.new_cell(CellKind::Plain);
+                let result = self.new_temporary();
                 let sub = self.requires(*cond, scope)?;
                 self.spawn(
                     sub,
                     Body::Cond { src: CondSrc::Expr(expr), scope, result, lhs: Some(collector), chosen: None },
                 );
-                Ok(smallvec![(Key::expr(expr), result)])
+                Ok(smallvec![(Key::temporary(expr), result)])
             }
             Op::ListComp { .. } => {
                 let result = self.list_comp(expr, scope, Some(collector))?;

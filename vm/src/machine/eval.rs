@@ -42,15 +42,13 @@ impl Machine {
     fn read_key(expr: ExprId, kind: &Op<'_>) -> Option<Key> {
         match kind {
             Op::Var(name) => Some(Self::var_key(expr, *name)),
-            Op::Attr { .. }
-            | Op::And { .. }
+            Op::And { .. }
             | Op::Or { .. }
             | Op::Cond { .. }
             | Op::Call { .. }
             | Op::IndexLookup { .. }
-            | Op::SelectorLookup { .. }
-            | Op::ListComp { .. }
-            | Op::IsDefined { .. } => Some(Key::expr(expr)),
+            | Op::SelectorLookup { .. } => Some(Key::temporary(expr)),
+            Op::Attr { .. } | Op::ListComp { .. } | Op::IsDefined { .. } => Some(Key::expr(expr)),
             Op::Const(_)
             | Op::Subscript { .. }
             | Op::Not(_)

@@ -41,6 +41,7 @@ impl Machine {
                 // slot has no requirements since they were taken.
                 self.free_task_slot(waiter);
                 self.live_tasks -= 1;
+                self.release_temporaries(&requires);
                 Ok(None)
             }
             Err(e) if e.unset.is_some() && matches!(body, Body::Call { .. }) => {

@@ -527,8 +527,12 @@ impl Key {
     const KIND_NAME: u32 = 1;
     const KIND_COLLECTOR: u32 = 2;
     const KIND_PROMISES: u32 = 3;
+    /// A requirement a task adds for itself, or (with [`Key::INDEX_BIT`]) a comprehension's
+    /// result.
     const KIND_EXTRA: u32 = 4;
-    const KIND_INDEX: u32 = 5;
+    /// The result of an operator that a sub-task computes into a cell of its own, made for
+    /// the one task that reads it (`Machine::new_temporary`).
+    const KIND_TEMPORARY: u32 = 5;
     /// Not a requirement: in a task slot, the task has none (see `Waiter::requirement`).
     const KIND_NONE: u32 = 6;
     /// Not a requirement: in a task slot, the task's requirements are a list in
@@ -544,6 +548,12 @@ impl Key {
     #[inline(always)]
     fn kind(self) -> u32 {
         self.0 >> Self::KIND_SHIFT
+    }
+
+    /// The index the key holds: an instruction, a name, a position.
+    #[inline(always)]
+    fn payload(self) -> u32 {
+        self.0 & MAX_KEY_INDEX
     }
 
     /// The promises of a constructor's eager attributes.
@@ -573,24 +583,41 @@ impl Key {
         Key::new(Self::KIND_COLLECTOR, expr.0)
     }
 
+    /// The value of `expr`, an operator computed into a temporary cell.
+    #[inline]
+    fn temporary(expr: ExprId) -> Key {
+        Key::new(Self::KIND_TEMPORARY, expr.0)
+    }
+
+    /// Tells a comprehension's results from the requirements a task adds for itself, which
+    /// share their kind: a task has a few of the latter, and a comprehension's list is far
+    /// shorter than this.
+    const INDEX_BIT: u32 = 1 << 28;
+
     /// A requirement a task adds for itself (the `n`th).
     #[inline]
     fn extra(n: u32) -> Key {
+        debug_assert!(n < Self::INDEX_BIT);
         Key::new(Self::KIND_EXTRA, n)
     }
 
     /// The `n`th result of a list comprehension.
     #[inline]
     fn index(n: u32) -> Key {
-        Key::new(Self::KIND_INDEX, n)
+        debug_assert!(n < Self::INDEX_BIT);
+        Key::new(Self::KIND_EXTRA, Self::INDEX_BIT | n)
     }
 }
 
 impl std::fmt::Debug for Key {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let kind = ["Expr", "Name", "Collector", "Promises", "Extra", "Index", "?", "?"]
-            [(self.0 >> Self::KIND_SHIFT) as usize];
-        write!(f, "{kind}({})", self.0 & MAX_KEY_INDEX)
+        let mut kind = ["Expr", "Name", "Collector", "Promises", "Extra", "Temporary", "?", "?"][self.kind() as usize];
+        let mut payload = self.payload();
+        if self.kind() == Self::KIND_EXTRA && payload & Self::INDEX_BIT != 0 {
+            kind = "Index";
+            payload &= !Self::INDEX_BIT;
+        }
+        write!(f, "{kind}({payload})")
     }
 }
 
@@ -1342,6 +1369,9 @@ pub struct Machine {
     /// Requirement proxies that were connected and can be reused (see
     /// `Machine::connect_requirement`).
     free_proxies: Vec<CellId>,
+    /// Cells that held the result of a sub-task (see `Machine::new_temporary`) for a task
+    /// that has read it and finished, to be reused.
+    free_temporaries: Vec<CellId>,
     /// How many tasks were spawned and did not finish. Which ones, in creation order, is
     /// asked only when the run queue is empty and no freeze made progress (twice in a run of
     /// the 93k-instance benchmark), so it is found then by [`Machine::pending_tasks`] rather
@@ -1450,6 +1480,7 @@ impl Machine {
             ns_scopes: Vec::new(),
             run_queue: Fifo::new(),
             free_proxies: Vec::new(),
+            free_temporaries: Vec::new(),
             resumptions: Fifo::new(),
             deferred: Fifo::new(),
             deferred_bodies: Fifo::new(),
@@ -1504,6 +1535,7 @@ impl Machine {
         self.proxy_listeners = HashMap::default();
         self.list_members = HashMap::default();
         self.free_proxies = Vec::new();
+        self.free_temporaries = Vec::new();
         self.constraint_memo = HashMap::default();
     }
 

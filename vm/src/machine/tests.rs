@@ -288,6 +288,31 @@ fn values_keep_the_last_value_of_each_key() {
     }
 }
 
+/// Every kind of requirement key is distinct from the others with the same index, and says
+/// what it is: a comprehension's results share their kind with a task's own requirements,
+/// and the result of an operator computed into a temporary has a kind of its own.
+#[test]
+fn requirement_keys_of_every_kind_are_distinct() {
+    use weft_ir::program::ExprId;
+    for index in [0u32, 1, 7, 1000, (1 << 28) - 1] {
+        let keys = [
+            (Key::expr(ExprId(index)), "Expr"),
+            (Key::collector(ExprId(index)), "Collector"),
+            (Key::extra(index), "Extra"),
+            (Key::index(index), "Index"),
+            (Key::temporary(ExprId(index)), "Temporary"),
+        ];
+        for (i, (key, name)) in keys.iter().enumerate() {
+            assert_eq!(format!("{key:?}"), format!("{name}({index})"));
+            for (other, other_name) in &keys[i + 1..] {
+                assert_ne!(key, other, "{name} and {other_name} of {index}");
+            }
+        }
+        assert_eq!(Key::temporary(ExprId(index)).kind(), Key::KIND_TEMPORARY);
+        assert_ne!(Key::index(index).kind(), Key::KIND_TEMPORARY);
+    }
+}
+
 /// What a list cell's elements read as, whichever form it keeps them in.
 fn items_as_text(items: &Items) -> String {
     let by_iteration: Vec<String> = items.iter().map(|v| format!("{v:?}")).collect();

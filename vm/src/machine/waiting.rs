@@ -12,6 +12,35 @@ impl Machine {
         id
     }
 
+    /// The cell an operator's sub-task computes its result into (a conditional expression, a
+    /// lazy `and`/`or`, a plugin call, an index or selector lookup): a plain cell that only
+    /// the sub-task sets and only the one task whose requirements hold it reads, under the
+    /// operator's key ([`Key::temporary`]). Once that task finished, nothing refers to the cell any more
+    /// ([`Self::release_temporaries`]), and the next such result reuses it. They were 118k
+    /// of the 1.5M cells of the 93k-instance benchmark.
+    pub(super) fn new_temporary(&mut self) -> CellId {
+        match self.free_temporaries.pop() {
+            Some(cell) => cell,
+            None => self.new_cell(CellKind::Plain),
+        }
+    }
+
+    /// Makes the temporaries among the requirements of a task that finished reusable. The
+    /// task read their values (it finished), their sub-tasks set them before that (it was
+    /// ready), and no other task holds them; a cell that grew an extension is left as it is.
+    pub(super) fn release_temporaries(&mut self, requires: &Reqs) {
+        for &(key, cell) in requires {
+            if key.kind() == Key::KIND_TEMPORARY {
+                let c = &self.cells[cell as usize];
+                debug_assert!(c.kind() == CellKind::Plain && c.has_value(), "a temporary is set before it is read");
+                if c.ext_index().is_none() {
+                    self.cells[cell as usize] = Cell::new(CellKind::Plain);
+                    self.free_temporaries.push(cell);
+                }
+            }
+        }
+    }
+
     pub(super) fn plain_with(&mut self, value: Value, location: Option<Location>) -> CellId {
         self.filled_cell(CellKind::Plain, value, location)
     }
