@@ -166,9 +166,15 @@ impl Machine {
             inst
         };
         // The hidden variable holding the new instance shares the instance's own `self` cell:
-        // both hold the same value and neither is ever set again.
-        let self_cell = self.self_cell(inst);
-        let self_scope = self.push_scope(Scope::Var { name: ctor.self_name, cell: self_cell, parent: scope });
+        // both hold the same value and neither is ever set again. It is bound only when
+        // something reads it (`Machine::ctor_instance_read`): otherwise a scope binding it
+        // resolves every name as the caller's scope does.
+        let self_scope = if self.ctor_instance_read[ctor_id.index()] {
+            let self_cell = self.self_cell(inst);
+            self.push_scope(Scope::Var { name: ctor.self_name, cell: self_cell, parent: scope })
+        } else {
+            scope
+        };
         for (name, value) in indirect {
             let Some(cell) = self.slot(inst, name) else { continue };
             self.emit_attribute_value(inst, name, cell, value, self_scope, location)?;
