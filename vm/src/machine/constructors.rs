@@ -205,8 +205,7 @@ impl Machine {
         let (reqs, scope) = match implement.condition {
             None => (Reqs::new(), 0),
             Some(c) => {
-                let instance_scope = self.instance_scope(inst);
-                let scope = self.push_scope(Scope::Ns { ns: implement.ns, parent: instance_scope });
+                let scope = self.instance_ns_scope(inst, implement.ns);
                 (self.requires(c, scope).map_err(|e| e.at(implement.location))?, scope)
             }
         };
