@@ -645,7 +645,7 @@ impl Machine {
                 };
                 let branch = if b { then } else { otherwise };
                 let ns = p.block(branch).ns;
-                let ns_scope = self.push_scope(Scope::Ns { ns, parent: scope });
+                let ns_scope = self.nested_ns_scope(ns, scope);
                 let ctx = self.block_context(branch, ns_scope);
                 self.emit_block(branch, ctx)
             }

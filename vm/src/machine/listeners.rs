@@ -143,7 +143,7 @@ impl Machine {
                 let p = self.prog();
                 let StmtKind::For { var, body, .. } = p.stmt(stmt).kind else { unreachable!() };
                 let ns = p.block(body).ns;
-                let ns_scope = self.push_scope(Scope::Ns { ns, parent: scope });
+                let ns_scope = self.nested_ns_scope(ns, scope);
                 let ctx = self.block_context(body, ns_scope);
                 let loop_cell = self.lookup_in(ctx, VarRef::Name(var), None).expect("loop variable");
                 let stmt_location = p.stmt(stmt).location;

@@ -8,6 +8,23 @@ impl Machine {
         self.scopes.push(PackedScope::pack(scope)) as ScopeId
     }
 
+    /// The scope of a nested block's namespace (an `if` branch, a `for` iteration) over
+    /// `parent`. When `parent` reaches a scope of the same namespace through blocks alone, the
+    /// new scope would resolve every name as `parent` does, and `parent` serves: an
+    /// instance's attributes, or a variable bound by name, in between would be seen
+    /// differently from below a namespace scope (`lookup_in`'s `root`), so those stop the walk.
+    /// (69k of the 205k scopes of the 93k-instance benchmark.)
+    pub(super) fn nested_ns_scope(&mut self, ns: NsId, parent: ScopeId) -> ScopeId {
+        let mut scope = parent;
+        loop {
+            match self.scopes[scope as usize].unpack() {
+                Scope::Block { parent: above, .. } => scope = above,
+                Scope::Ns { ns: outer, .. } | Scope::Root { ns: outer } if outer == ns => return parent,
+                _ => return self.push_scope(Scope::Ns { ns, parent }),
+            }
+        }
+    }
+
     /// A new execution context for a block: one fresh cell per declared variable.
     pub(super) fn block_context(&mut self, block: BlockId, parent: ScopeId) -> ScopeId {
         let count = self.block_variables[block.index()].len();
