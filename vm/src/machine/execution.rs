@@ -668,10 +668,8 @@ impl Machine {
                 // loop remembers of them can go. Loops over a list cell forget theirs when it
                 // freezes (`forget_seen`); these never would, and the 5,000 loops over
                 // `std::sequence` of the 93k-instance benchmark kept 1.9 MB of sets to its end.
-                if let Some(&Value::Int(collector)) = values.get(&Key::collector(iterable))
-                    && let Collector::For { seen, .. } = &mut self.collectors[collector as usize]
-                {
-                    *seen = SeenElements::new();
+                if let Some(&Value::Int(collector)) = values.get(&Key::collector(iterable)) {
+                    self.forget_seen(&[collector as CollectorId]);
                 }
                 Ok(())
             }

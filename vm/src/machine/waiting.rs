@@ -15,9 +15,9 @@ impl Machine {
     /// The cell an operator's sub-task computes its result into (a conditional expression, a
     /// lazy `and`/`or`, a plugin call, an index or selector lookup): a plain cell that only
     /// the sub-task sets and only the one task whose requirements hold it reads, under the
-    /// operator's key ([`Key::temporary`]). Once that task finished, nothing refers to the cell any more
-    /// ([`Self::release_temporaries`]), and the next such result reuses it. They were 118k
-    /// of the 1.5M cells of the 93k-instance benchmark.
+    /// operator's key ([`Key::temporary`]). Once that task finished, nothing refers to the
+    /// cell any more ([`Self::release_temporaries`]), and the next such result reuses it.
+    /// They were 118k of the 1.5M cells of the 93k-instance benchmark.
     pub(super) fn new_temporary(&mut self) -> CellId {
         match self.free_temporaries.pop() {
             Some(cell) => cell,
@@ -219,10 +219,11 @@ impl Machine {
     }
 
     /// Frees what the `for` loops among `listeners` remember of the elements they have run
-    /// (`Collector::For::seen`), once their list is frozen: a loop listens to one list and
-    /// is given no element after its freeze, and the sets of a model's finished loops are
-    /// megabytes at its peak.
-    fn forget_seen(&mut self, listeners: &[CollectorId]) {
+    /// (`Collector::For::seen`), once no element can come: their list froze (a loop listens
+    /// to one list and is given no element after its freeze), or the loop's statement ran
+    /// over a value handed whole. The sets of a model's finished loops are megabytes at its
+    /// peak.
+    pub(super) fn forget_seen(&mut self, listeners: &[CollectorId]) {
         for &collector in listeners.iter().filter(|&&c| c != listeners::REMOVED_LISTENER) {
             if let Collector::For { seen, .. } = &mut self.collectors[collector as usize] {
                 *seen = SeenElements::new();
