@@ -177,6 +177,17 @@ impl<T: Copy> Fifo<T> {
     pub fn front(&self) -> Option<&T> {
         self.get(0)
     }
+
+    /// Lets `f` rewrite every element in place, front to back.
+    pub fn for_each_mut(&mut self, mut f: impl FnMut(&mut T)) {
+        let first_block = self.head / BLOCK_LEN;
+        for position in self.head..self.tail {
+            let block = self.blocks[position / BLOCK_LEN - first_block];
+            // SAFETY: `position` is below `tail`, so its block is in `blocks` and the element
+            // at its offset was written; `&mut self` makes the borrow exclusive.
+            f(unsafe { &mut (*block.as_ptr())[position & BLOCK_MASK] });
+        }
+    }
 }
 
 #[cfg(test)]
@@ -190,6 +201,32 @@ mod tests {
         let in_block = (BLOCK_LEN - fifo.head % BLOCK_LEN).min(expected.len());
         assert_eq!(front.len(), in_block);
         assert!(front.iter().eq(expected.iter().take(in_block)));
+    }
+
+    /// `for_each_mut` visits the elements front to back, from a front that is not at a block's
+    /// start to a back in a later block, and what it writes is what pops.
+    #[test]
+    fn rewrites_in_place_across_blocks() {
+        let mut fifo: Fifo<u32> = Fifo::new();
+        let mut expected = std::collections::VecDeque::new();
+        for n in 0..(BLOCK_LEN as u32 * 2 + 100) {
+            fifo.push_back(n);
+            expected.push_back(n);
+        }
+        for _ in 0..(BLOCK_LEN / 2) {
+            assert_eq!(fifo.pop_front(), expected.pop_front());
+        }
+        let mut visited = Vec::new();
+        fifo.for_each_mut(|n| {
+            visited.push(*n);
+            *n = *n * 3 + 1;
+        });
+        assert!(visited.iter().eq(expected.iter()));
+        for n in expected {
+            assert_eq!(fifo.pop_front(), Some(n * 3 + 1));
+        }
+        assert!(fifo.is_empty());
+        fifo.for_each_mut(|_| panic!("an empty queue has nothing to visit"));
     }
 
     /// Interleaved pushes and pops across many blocks give the elements back in order, and

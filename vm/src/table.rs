@@ -208,10 +208,19 @@ impl<T> Table<T> {
         self.as_slice().iter()
     }
 
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut T> + '_ {
+        self.as_mut_slice().iter_mut()
+    }
+
     fn as_slice(&self) -> &[T] {
         // SAFETY: the first `len` elements are initialised and stay in place; `base` is
         // dangling only when `len` is 0, which a slice allows for an aligned pointer.
         unsafe { std::slice::from_raw_parts(self.base.as_ptr(), self.len) }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [T] {
+        // SAFETY: as in `as_slice`; `&mut self` makes the borrow exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.base.as_ptr(), self.len) }
     }
 }
 

@@ -8,7 +8,8 @@
 //! memory peaks. Handed out most recently freed first, the slots of the tasks that live long
 //! end up spread over the whole table, and all of it stays resident; handed out lowest first,
 //! live tasks gather at the bottom, the top of the table empties as the evaluation winds
-//! down, and the machine cuts it off and gives its pages back (`Table::truncate`).
+//! down, and the machine cuts it off and gives its pages back (`Table::truncate`). What that
+//! order leaves spread out, `Machine::compact_task_slots` moves down.
 
 /// A set of free slots: one bit per slot of the table, set when the slot is free, and one
 /// bit per word of those, set when the word has a free slot, so that finding the lowest free
@@ -63,6 +64,12 @@ impl FreeSlots {
         self.summary[summary_index] |= 1 << (word_index % 64);
         self.count += 1;
         self.lowest_summary = self.lowest_summary.min(summary_index);
+    }
+
+    /// Whether a slot below the table's top is free.
+    #[inline]
+    pub(super) fn is_free(&self, slot: usize) -> bool {
+        self.words.get(slot / 64).is_some_and(|word| word & (1 << (slot % 64)) != 0)
     }
 
     /// Forgets the free slots at the top of a table of `len` slots, and returns the table's

@@ -934,6 +934,11 @@ pub struct Waiter {
     body: Option<Body>,
 }
 
+impl Waiter {
+    /// A free slot's content: no body, no requirement.
+    const FREE: Waiter = Waiter { waitcount: 0, seq: 0, requirement: (Key::NONE, 0), body: None };
+}
+
 /// A block's distinct variables in declaration order: variable `i` of a block's scope is the
 /// cell `first + i` (`Scope::Block`). A block of many variables (a generated model's top level
 /// can declare hundreds of thousands) also has a table by name: a scan of the list at every

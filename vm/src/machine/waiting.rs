@@ -451,6 +451,76 @@ impl Machine {
         }
     }
 
+    /// Moves the pending tasks into the lowest slots of the task table once enough of it is
+    /// free, and cuts off the rest, giving its pages back. The scheduler calls it between
+    /// tasks, when none runs.
+    ///
+    /// Handing out the lowest free slot first gathers long-lived tasks at the bottom only as
+    /// far as the order of spawns allows. On the 93k-instance benchmark, the process's
+    /// resident memory peaks in the first drain of the run queue, when every instance has
+    /// its cells and the pending tasks start to fall from their 231k: without compaction,
+    /// the table kept its 11 MB while they fell, and at the end of the drain 8.5k of them
+    /// (170 KB) still held 111k slots (5.3 MB) apart. Which slot a task is in changes nothing
+    /// the evaluation shows (see `free_slots`); what names a slot is the waiter lists of the
+    /// cells a task waits for, the run queue and the pending order, and all three are
+    /// rewritten here.
+    ///
+    /// A compaction runs when at least one slot in five is free (and, in a release build,
+    /// 1 MB of them) and the wait nodes and the run queue are each at most four times the
+    /// free slots. It costs a pass over the slots above the pending tasks' count, the wait
+    /// nodes and the run queue, so at most a few steps per free slot; and it leaves no free
+    /// slot, so each slot the next one frees was freed by a task that finished in between.
+    pub fn compact_task_slots(&mut self) {
+        /// Below this many free slots (1 MB of them), the pages are not worth a pass. A debug
+        /// build compacts small tables too, so that the test corpus goes through compaction.
+        const MIN_FREE_SLOTS: usize =
+            if cfg!(debug_assertions) { 1 } else { (1 << 20) / std::mem::size_of::<Waiter>() };
+        let len = self.waiters.len();
+        let live = self.live_tasks;
+        let free = len - live;
+        if free < MIN_FREE_SLOTS
+            || 4 * free < live
+            || self.wait_nodes.nodes.len() > 4 * free
+            || self.run_queue.len() > 4 * free
+        {
+            return;
+        }
+        // The new slot of each task moved from above `live`, by its old slot minus `live`.
+        let mut moved = vec![NONE; free];
+        for old in live..len {
+            if self.free_slots.is_free(old) {
+                continue;
+            }
+            // There are as many free slots below `live` as pending tasks above it, and the
+            // lowest free slot is below `live` until each of those tasks moved.
+            let new = self.free_slots.take_lowest().expect("a free slot below the pending tasks' count");
+            debug_assert!((new as usize) < live && self.waiters[old].body.is_some());
+            let task = std::mem::replace(&mut self.waiters[old], Waiter::FREE);
+            self.waiters[new as usize] = task;
+            self.free_slots.release(old as WaiterId);
+            moved[old - live] = new;
+        }
+        let new_slot = |slot: WaiterId| match (slot as usize).checked_sub(live).and_then(|i| moved.get(i)) {
+            Some(&new) if new != NONE => new,
+            _ => slot,
+        };
+        // Free nodes keep the slot of their last waiter, which nothing reads: rewriting it
+        // too is harmless, and cheaper than telling free nodes apart.
+        for node in self.wait_nodes.nodes.iter_mut() {
+            node.0 = new_slot(node.0);
+        }
+        self.run_queue.for_each_mut(|entry| *entry = new_slot(*entry));
+        if let Some(order) = &mut self.pending_order {
+            for entry in order.iter_mut() {
+                entry.1 = new_slot(entry.1);
+            }
+        }
+        self.peak_task_slots = self.peak_task_slots.max(len);
+        let kept = self.free_slots.cut_top(len);
+        debug_assert_eq!(kept, live);
+        self.waiters.truncate(kept);
+    }
+
     /// Whether some task was spawned and did not finish.
     pub fn has_pending_tasks(&self) -> bool {
         self.live_tasks > 0
