@@ -109,7 +109,7 @@ impl Machine {
         } else {
             Value::List(Arc::from(ids.iter().map(|&i| Value::Int(i64::from(i))).collect::<Vec<_>>()))
         };
-        let cell = self.plain_with(value, None);
+        let cell = self.new_carrier(value);
         Ok(smallvec![(Key::PROMISES, cell)])
     }
 
@@ -403,7 +403,7 @@ impl Machine {
                 let mut reqs = self.requires(expr, scope)?;
                 let cell = reqs[0].1;
                 if !self.listen(cell, collector, location())? {
-                    let c = self.plain_with(Value::Int(collector as i64), None);
+                    let c = self.new_carrier(Value::Int(collector as i64));
                     reqs.push((Key::collector(expr), c));
                 }
                 Ok(reqs)
@@ -453,7 +453,7 @@ impl Machine {
             }
             _ => {
                 let mut reqs = self.requires(expr, scope)?;
-                let c = self.plain_with(Value::Int(collector as i64), None);
+                let c = self.new_carrier(Value::Int(collector as i64));
                 reqs.push((Key::collector(expr), c));
                 Ok(reqs)
             }

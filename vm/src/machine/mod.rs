@@ -41,6 +41,7 @@ mod listeners;
 mod pyformat;
 mod scopes;
 mod setting;
+mod spilled;
 #[cfg(test)]
 mod tests;
 mod typecheck;
@@ -536,14 +537,13 @@ impl Key {
     /// Not a requirement: in a task slot, the task has none (see `Waiter::requirement`).
     const KIND_NONE: u32 = 6;
     /// Not a requirement: in a task slot, the task's requirements are a list in
-    /// `Machine::spilled_requirements`, at the index the slot has for a cell.
+    /// `Machine::spilled_requirements`, at the index the slot has for a cell, in the table
+    /// for lists of the length the payload holds (0 for the longest, see `spilled`).
     const KIND_SPILLED: u32 = 7;
     const KIND_SHIFT: u32 = 29;
 
     /// A task slot's requirement when its task has none.
     const NONE: Key = Key::new(Self::KIND_NONE, 0);
-    /// A task slot's requirement when its task's list is kept apart.
-    const SPILLED: Key = Key::new(Self::KIND_SPILLED, 0);
 
     #[inline(always)]
     fn kind(self) -> u32 {
@@ -925,7 +925,7 @@ pub struct Waiter {
     /// no body (free slots are `Machine::free_slots`).
     seq: u32,
     /// The task's requirement when it has one; [`Key::NONE`] when it has none; and when it has
-    /// more, [`Key::SPILLED`] with the index of its list in `Machine::spilled_requirements`
+    /// more, a key of kind `Key::KIND_SPILLED` with the index of its list in `Machine::spilled_requirements`
     /// for a cell. Three tasks in four have one requirement (of the 229k live at the
     /// 93k-instance benchmark's peak, 170k), and a slot with a list of its own was 16 bytes
     /// larger: see `Machine::task_requirements`.
@@ -1287,11 +1287,8 @@ pub struct Machine {
     /// Task slots; a finished task's slot is reused (`free_slots`), so the table holds the
     /// live tasks, not every task ever spawned, and shrinks when its top slots are free.
     pub waiters: Table<Waiter>,
-    /// The requirement lists of the tasks that have more than one (`Waiter::requirement`),
-    /// by index; a free index holds an empty list and is in `free_spilled_requirements`. A
-    /// table rather than a vector: it grows in place, without a doubling's empty half.
-    spilled_requirements: Table<Reqs>,
-    free_spilled_requirements: Vec<u32>,
+    /// The requirement lists of the tasks that have more than one (`Waiter::requirement`).
+    spilled_requirements: spilled::SpilledLists,
     /// The free task slots below the table's top, handed out lowest first.
     free_slots: free_slots::FreeSlots,
     /// The most task slots the table has held.
@@ -1381,8 +1378,8 @@ pub struct Machine {
     /// Requirement proxies that were connected and can be reused (see
     /// `Machine::connect_requirement`).
     free_proxies: Vec<CellId>,
-    /// Cells that held the result of a sub-task (see `Machine::new_temporary`) for a task
-    /// that has read it and finished, to be reused.
+    /// Cells that held the result of a sub-task (see `Machine::new_temporary`) or a carried
+    /// value (`Machine::new_carrier`) for a task that has read it and finished, to be reused.
     free_temporaries: Vec<CellId>,
     /// How many tasks were spawned and did not finish. Which ones, in creation order, is
     /// asked only when the run queue is empty and no freeze made progress (twice in a run of
@@ -1476,8 +1473,7 @@ impl Machine {
             exts: Table::new(),
             waiters: Table::new(),
             free_slots: free_slots::FreeSlots::default(),
-            spilled_requirements: Table::new(),
-            free_spilled_requirements: Vec::new(),
+            spilled_requirements: spilled::SpilledLists::default(),
             peak_task_slots: 0,
             wait_nodes: WaitNodes::default(),
             spawned: 0,
@@ -1539,8 +1535,7 @@ impl Machine {
     pub fn shed_evaluation_state(&mut self) {
         self.waiters = Table::new();
         self.free_slots = free_slots::FreeSlots::default();
-        self.spilled_requirements = Table::new();
-        self.free_spilled_requirements = Vec::new();
+        self.spilled_requirements = spilled::SpilledLists::default();
         self.pending_order = None;
         self.zerowaiter_events = Vec::new();
         self.wait_nodes = WaitNodes::default();
