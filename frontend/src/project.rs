@@ -424,6 +424,18 @@ struct ParsedAhead<'s> {
 type Ahead<'s> = HashMap<String, std::io::Result<ParsedAhead<'s>>>;
 
 /// Reads a file as UTF-8, reporting where invalid bytes start (they are replaced, to go on).
+/// Reads the texts that [`SourceFile::release_text`] let go of again, from the files they were
+/// read from, as loading read them. Returns whether every file of the map has its text; a
+/// file that changed since stays without it.
+pub fn restore_sources(sources: &mut SourceMap) -> bool {
+    let mut complete = true;
+    for file in sources.files_mut().filter(|f| f.is_released()) {
+        let text = file.origin.as_deref().and_then(|path| read_source(path).ok()).map(|(text, _)| text);
+        complete &= text.is_some_and(|text| file.restore_text(text));
+    }
+    complete
+}
+
 fn read_source(path: &Path) -> std::io::Result<(String, Option<usize>)> {
     let bytes = weft_ir::fs::read(path)?;
     match String::from_utf8(bytes) {
@@ -443,7 +455,10 @@ fn parse_ahead<'s>(arena: &'s Bump, file: &NamespaceFile) -> std::io::Result<Par
         FileSource::Embedded(text) => (text.to_string(), None),
         FileSource::Disk(path) => read_source(path)?,
     };
-    let source = SourceFile::new(file.display.clone(), text.as_str());
+    let mut source = SourceFile::new(file.display.clone(), text.as_str());
+    if let FileSource::Disk(path) = &file.source {
+        source = source.with_origin(path);
+    }
     let text: &'s str = arena.alloc_str(&text);
     let mut interner = Interner::new();
     let out = parse_file(arena, text, AHEAD_FILE, &mut interner);
@@ -484,7 +499,7 @@ impl<'a> Loader<'a> {
             }
         };
         config.has_project_file = true;
-        let file = self.sources.add(SourceFile::new(self.display_path(&path), text.as_str()));
+        let file = self.sources.add(SourceFile::new(self.display_path(&path), text.as_str()).with_origin(&path));
         config.project_file = Some(file);
         let value: serde_norway::Value = match serde_norway::from_str(&text) {
             Ok(v) => v,
@@ -640,11 +655,22 @@ impl<'a> Loader<'a> {
     /// Parses one file into the arena, registering it in the source map.
     fn parse(&mut self, path: &Path, display: String) -> std::io::Result<(FileId, ast::File<'a>)> {
         let (text, invalid_at) = read_source(path)?;
-        Ok(self.parse_text(&text, display, invalid_at))
+        Ok(self.parse_text(&text, display, invalid_at, Some(path)))
     }
 
-    fn parse_text(&mut self, text: &str, display: String, invalid_utf8_at: Option<usize>) -> (FileId, ast::File<'a>) {
-        let file = self.sources.add(SourceFile::new(display, text));
+    /// Parses a text read from `origin` (or embedded, without one).
+    fn parse_text(
+        &mut self,
+        text: &str,
+        display: String,
+        invalid_utf8_at: Option<usize>,
+        origin: Option<&Path>,
+    ) -> (FileId, ast::File<'a>) {
+        let mut source = SourceFile::new(display, text);
+        if let Some(path) = origin {
+            source = source.with_origin(path);
+        }
+        let file = self.sources.add(source);
         self.report_invalid_utf8(file, invalid_utf8_at);
         // The tree borrows its text: keep a copy in the arena, which outlives the tree.
         let text: &'a str = self.arena.alloc_str(text);
@@ -1074,7 +1100,7 @@ impl<'a> Loader<'a> {
             return parsed.map(|parsed| self.adopt(parsed)).map_err(Some);
         }
         match file.source {
-            FileSource::Embedded(text) => Ok(self.parse_text(text, file.display, None)),
+            FileSource::Embedded(text) => Ok(self.parse_text(text, file.display, None, None)),
             FileSource::Disk(full) => self.parse(&full, file.display).map_err(Some),
         }
     }
@@ -1381,6 +1407,35 @@ fn v2_version(site: &Path, name: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The texts released for an evaluation are read back from their files, as loading read
+    /// them (invalid UTF-8 replaced alike); a file that changed in between keeps none, and the
+    /// map says so.
+    #[test]
+    fn released_sources_come_back_from_unchanged_files() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let main = dir.path().join("main.cf");
+        let other = dir.path().join("other.cf");
+        std::fs::write(&main, b"a = \"caf\xe9\"\n").expect("written");
+        std::fs::write(&other, "b = 2\n").expect("written");
+        let mut map = SourceMap::new();
+        for path in [&main, &other] {
+            let (text, _) = read_source(path).expect("readable");
+            map.add(SourceFile::new(path.display().to_string(), text).with_origin(path));
+        }
+        map.add(SourceFile::new("<weft>/std/_init.cf", "x = 1\n"));
+        let texts: Vec<String> = map.files().map(|(_, f)| f.text.to_string()).collect();
+        map.files_mut().for_each(SourceFile::release_text);
+        assert!(map.has_released());
+        assert!(restore_sources(&mut map));
+        assert!(!map.has_released());
+        assert!(map.files().map(|(_, f)| f.text.to_string()).eq(texts));
+        map.files_mut().for_each(SourceFile::release_text);
+        std::fs::write(&other, "b = 3\n").expect("written");
+        assert!(!restore_sources(&mut map));
+        let released: Vec<bool> = map.files().map(|(_, f)| f.is_released()).collect();
+        assert_eq!(released, [false, true, false]);
+    }
 
     #[test]
     fn namespaces_map_to_files_like_the_reference() {

@@ -66,15 +66,64 @@ pub struct SourceFile {
     /// (`main.cf`, `libs/mymod/model/_init.cf`), or a `<weft>/...` path for embedded files.
     pub name: String,
     /// The file's text. Invalid UTF-8 is replaced before it gets here (with a diagnostic).
+    /// Empty while the text is released (see [`SourceFile::release_text`]).
     pub text: Arc<str>,
     line_starts: Vec<u32>,
+    /// The file the text was read from, when it was read from one.
+    pub origin: Option<std::path::PathBuf>,
+    /// While the text is released: its length and digest, which a text read again must have.
+    released: Option<(usize, u64)>,
 }
 
 impl SourceFile {
     pub fn new(name: impl Into<String>, text: impl Into<Arc<str>>) -> Self {
         let text: Arc<str> = text.into();
         let line_starts = compute_line_starts(&text);
-        SourceFile { name: name.into(), text, line_starts }
+        SourceFile { name: name.into(), text, line_starts, origin: None, released: None }
+    }
+
+    /// The same file, noting the path its text was read from.
+    pub fn with_origin(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.origin = Some(path.into());
+        self
+    }
+
+    fn digest(text: &str) -> u64 {
+        use std::hash::{Hash, Hasher};
+        // `DefaultHasher::new` is the same function in every instance, so a digest taken
+        // before the text was released compares with one taken after it was read again.
+        let mut hasher = std::hash::DefaultHasher::new();
+        text.hash(&mut hasher);
+        hasher.finish()
+    }
+
+    /// Lets go of the text of a file read from disk, keeping what tells whether a text read
+    /// again later is the same. Line and column lookups need the text, so a map with released
+    /// files must not be used for them until [`SourceFile::restore_text`] succeeded.
+    pub fn release_text(&mut self) {
+        if self.origin.is_some() && self.released.is_none() {
+            self.released = Some((self.text.len(), Self::digest(&self.text)));
+            self.text = Arc::from("");
+        }
+    }
+
+    /// Whether the text is released and not restored.
+    pub fn is_released(&self) -> bool {
+        self.released.is_some()
+    }
+
+    /// Gives a released file its text back, if `text` is the text it had; returns whether the
+    /// file has its text now.
+    pub fn restore_text(&mut self, text: String) -> bool {
+        match self.released {
+            Some((len, digest)) if text.len() == len && Self::digest(&text) == digest => {
+                self.text = Arc::from(text);
+                self.released = None;
+                true
+            }
+            Some(_) => false,
+            None => true,
+        }
     }
 
     /// Byte offsets of the starts of lines.
@@ -176,11 +225,37 @@ impl SourceMap {
     pub fn line_col(&self, loc: Location) -> LineCol {
         self.get(loc.file).line_col(loc.span.start)
     }
+
+    pub fn files_mut(&mut self) -> impl Iterator<Item = &mut SourceFile> {
+        self.files.iter_mut()
+    }
+
+    /// Whether some file's text is released (see [`SourceFile::release_text`]).
+    pub fn has_released(&self) -> bool {
+        self.files.iter().any(SourceFile::is_released)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A released text comes back only as the same text; a file without an origin keeps its
+    /// text.
+    #[test]
+    fn released_texts_come_back_only_unchanged() {
+        let mut file = SourceFile::new("main.cf", "a = 1\n").with_origin("/p/main.cf");
+        file.release_text();
+        assert!(file.is_released() && file.text.is_empty());
+        assert!(!file.restore_text("a = 2\n".into()));
+        assert!(!file.restore_text("a = 1\n\n".into()));
+        assert!(file.is_released());
+        assert!(file.restore_text("a = 1\n".into()));
+        assert_eq!((&*file.text, file.is_released()), ("a = 1\n", false));
+        let mut embedded = SourceFile::new("<weft>/std/_init.cf", "x = 1\n");
+        embedded.release_text();
+        assert_eq!((&*embedded.text, embedded.is_released()), ("x = 1\n", false));
+    }
 
     #[test]
     fn line_col_counts_characters_and_all_newline_styles() {
