@@ -925,10 +925,10 @@ pub struct Waiter {
     /// no body (free slots are `Machine::free_slots`).
     seq: u32,
     /// The task's requirement when it has one; [`Key::NONE`] when it has none; and when it has
-    /// more, a key of kind `Key::KIND_SPILLED` with the index of its list in `Machine::spilled_requirements`
-    /// for a cell. Three tasks in four have one requirement (of the 229k live at the
-    /// 93k-instance benchmark's peak, 170k), and a slot with a list of its own was 16 bytes
-    /// larger: see `Machine::task_requirements`.
+    /// more, a key of kind `Key::KIND_SPILLED` (its payload the list's length class) with the
+    /// index of its list in `Machine::spilled_requirements` for a cell. Three tasks in four
+    /// have one requirement (of the 229k live at the 93k-instance benchmark's peak, 170k), and
+    /// a slot with a list of its own was 16 bytes larger: see `Machine::task_requirements`.
     requirement: (Key, CellId),
     /// `None` while the task runs and once it finished.
     body: Option<Body>,
