@@ -564,15 +564,11 @@ enum OwnedSources {
 }
 
 impl OwnedSources {
-    /// Lets go of the source texts for the evaluation of `executable` (see `Released`).
-    fn release(self, executable: &weft_vm::Executable) -> OwnedSources {
-        match self {
-            OwnedSources::Text(mut map) => {
-                map.files_mut().for_each(weft_ir::SourceFile::release_text);
-                OwnedSources::Released { map, lines: executable.program.files.clone() }
-            }
-            other => other,
-        }
+    /// A project's sources, without their texts for the evaluation of `executable` (see
+    /// `Released`).
+    fn released(mut map: weft_ir::SourceMap, executable: &weft_vm::Executable) -> OwnedSources {
+        map.files_mut().for_each(weft_ir::SourceFile::release_text);
+        OwnedSources::Released { map, lines: executable.program.files.clone() }
     }
 
     /// Reads the released texts again, for excerpts in diagnostics: every file's text if all
@@ -652,10 +648,9 @@ fn evaluate(project: &ProjectArgs, inputs: &InputArgs, keep_model: bool) -> Resu
             None => None,
         };
         return_pool_memory();
-        let sources = OwnedSources::Text(compiled.project.sources);
         let sources = match &executable {
-            Some(executable) => sources.release(executable),
-            None => sources,
+            Some(executable) => OwnedSources::released(compiled.project.sources, executable),
+            None => OwnedSources::Text(compiled.project.sources),
         };
         (executable, sources, compiled.diagnostics, modules)
     };

@@ -1426,15 +1426,15 @@ mod tests {
         map.add(SourceFile::new("<weft>/std/_init.cf", "x = 1\n"));
         let texts: Vec<String> = map.files().map(|(_, f)| f.text.to_string()).collect();
         map.files_mut().for_each(SourceFile::release_text);
-        assert!(map.has_released());
+        let released = |map: &SourceMap| map.files().map(|(_, f)| f.is_released()).collect::<Vec<_>>();
+        assert_eq!(released(&map), [true, true, false]);
         assert!(restore_sources(&mut map));
-        assert!(!map.has_released());
+        assert_eq!(released(&map), [false, false, false]);
         assert!(map.files().map(|(_, f)| f.text.to_string()).eq(texts));
         map.files_mut().for_each(SourceFile::release_text);
         std::fs::write(&other, "b = 3\n").expect("written");
         assert!(!restore_sources(&mut map));
-        let released: Vec<bool> = map.files().map(|(_, f)| f.is_released()).collect();
-        assert_eq!(released, [false, true, false]);
+        assert_eq!(released(&map), [false, true, false]);
     }
 
     #[test]

@@ -229,11 +229,6 @@ impl SourceMap {
     pub fn files_mut(&mut self) -> impl Iterator<Item = &mut SourceFile> {
         self.files.iter_mut()
     }
-
-    /// Whether some file's text is released (see [`SourceFile::release_text`]).
-    pub fn has_released(&self) -> bool {
-        self.files.iter().any(SourceFile::is_released)
-    }
 }
 
 #[cfg(test)]

@@ -13,79 +13,64 @@ use crate::table::Table;
 
 type Requirement = (Key, CellId);
 
-/// Lists of `N` requirements, with the indices of the free ones.
-struct Lists<const N: usize> {
-    table: Table<[Requirement; N]>,
+/// Values in a table, with the indices of the places freed for reuse.
+struct Pool<T> {
+    table: Table<T>,
     free: Vec<u32>,
 }
 
-impl<const N: usize> Lists<N> {
+impl<T> Pool<T> {
     fn new() -> Self {
-        Lists { table: Table::new(), free: Vec::new() }
+        Pool { table: Table::new(), free: Vec::new() }
     }
 
-    fn store(&mut self, list: &[Requirement]) -> u32 {
-        let list: [Requirement; N] = list.try_into().expect("a list of the table's length");
+    fn put(&mut self, value: T) -> u32 {
         match self.free.pop() {
             Some(index) => {
-                self.table[index as usize] = list;
+                self.table[index as usize] = value;
                 index
             }
-            None => self.table.push(list) as u32,
+            None => self.table.push(value) as u32,
         }
     }
 
-    fn take(&mut self, index: u32) -> Reqs {
+    /// Frees a place; the caller has taken what it needs of its value.
+    fn release(&mut self, index: u32) -> &mut T {
         self.free.push(index);
-        Reqs::from_slice(&self.table[index as usize])
+        &mut self.table[index as usize]
     }
 }
 
+/// The payload of a kept-apart list's key: its length, or `LONGER` for a list of more than
+/// four.
+const LONGER: u32 = 0;
+
 pub(super) struct SpilledLists {
-    pairs: Lists<2>,
-    triples: Lists<3>,
-    quads: Lists<4>,
-    longer: Table<Reqs>,
-    /// The free indices of `longer`, which hold empty lists.
-    free_longer: Vec<u32>,
+    pairs: Pool<[Requirement; 2]>,
+    triples: Pool<[Requirement; 3]>,
+    quads: Pool<[Requirement; 4]>,
+    /// Lists of more than four; a free place holds an empty list.
+    longer: Pool<Reqs>,
 }
 
 impl Default for SpilledLists {
     fn default() -> Self {
-        SpilledLists {
-            pairs: Lists::new(),
-            triples: Lists::new(),
-            quads: Lists::new(),
-            longer: Table::new(),
-            free_longer: Vec::new(),
-        }
+        SpilledLists { pairs: Pool::new(), triples: Pool::new(), quads: Pool::new(), longer: Pool::new() }
     }
 }
 
 impl SpilledLists {
-    /// What a task slot holds for a list of `N` requirements kept here: the key names the
-    /// table (the list's length, or 0 for a longer one), the cell field the index in it.
-    fn handle(length: usize, index: u32) -> Requirement {
-        let class = if length <= 4 { length as u32 } else { 0 };
-        (Key::new(Key::KIND_SPILLED, class), index)
-    }
-
-    /// Keeps a list of at least two requirements; returns what the task's slot holds for it.
+    /// Keeps a list of at least two requirements; returns what the task's slot holds for it:
+    /// a key naming the table (the list's length, or [`LONGER`]) and, for a cell, the index.
     pub(super) fn store(&mut self, list: Reqs) -> Requirement {
         debug_assert!(list.len() >= 2, "a list of one requirement stays in its slot");
-        let index = match list.len() {
-            2 => self.pairs.store(&list),
-            3 => self.triples.store(&list),
-            4 => self.quads.store(&list),
-            _ => match self.free_longer.pop() {
-                Some(index) => {
-                    self.longer[index as usize] = list;
-                    return Self::handle(5, index);
-                }
-                None => return Self::handle(5, self.longer.push(list) as u32),
-            },
+        let (class, index) = match *list.as_slice() {
+            [a, b] => (2, self.pairs.put([a, b])),
+            [a, b, c] => (3, self.triples.put([a, b, c])),
+            [a, b, c, d] => (4, self.quads.put([a, b, c, d])),
+            _ => (LONGER, self.longer.put(list)),
         };
-        Self::handle(list.len(), index)
+        (Key::new(Key::KIND_SPILLED, class), index)
     }
 
     /// The list a slot's `handle` names.
@@ -96,7 +81,7 @@ impl SpilledLists {
             2 => &self.pairs.table[index],
             3 => &self.triples.table[index],
             4 => &self.quads.table[index],
-            _ => &self.longer[index],
+            _ => &self.longer.table[index],
         }
     }
 
@@ -106,7 +91,7 @@ impl SpilledLists {
             2 => &mut self.pairs.table[index],
             3 => &mut self.triples.table[index],
             4 => &mut self.quads.table[index],
-            _ => &mut self.longer[index],
+            _ => &mut self.longer.table[index],
         }
     }
 
@@ -114,13 +99,10 @@ impl SpilledLists {
     pub(super) fn take(&mut self, handle: Requirement) -> Reqs {
         let index = handle.1;
         match handle.0.payload() {
-            2 => self.pairs.take(index),
-            3 => self.triples.take(index),
-            4 => self.quads.take(index),
-            _ => {
-                self.free_longer.push(index);
-                std::mem::take(&mut self.longer[index as usize])
-            }
+            2 => Reqs::from_slice(self.pairs.release(index)),
+            3 => Reqs::from_slice(self.triples.release(index)),
+            4 => Reqs::from_slice(self.quads.release(index)),
+            _ => std::mem::take(self.longer.release(index)),
         }
     }
 }

@@ -31,15 +31,11 @@ impl Machine {
     /// Like a temporary, it is released once that task finished, and reused (33k of the
     /// 93k-instance benchmark's cells were such carriers).
     pub(super) fn new_carrier(&mut self, value: Value) -> CellId {
-        match self.free_temporaries.pop() {
-            Some(cell) => {
-                let c = &mut self.cells[cell as usize];
-                c.fill(value);
-                c.set_has_value(true);
-                cell
-            }
-            None => self.plain_with(value, None),
-        }
+        let cell = self.new_temporary();
+        let c = &mut self.cells[cell as usize];
+        c.fill(value);
+        c.set_has_value(true);
+        cell
     }
 
     /// Makes the temporaries and carriers among the requirements of a task that finished
@@ -448,12 +444,19 @@ impl Machine {
     /// the top of the table (see `free_slots`).
     pub(super) fn free_task_slot(&mut self, slot: WaiterId) {
         self.free_slots.release(slot);
-        let len = self.waiters.len();
-        if slot as usize + 1 == len {
-            self.peak_task_slots = self.peak_task_slots.max(len);
-            let kept = self.free_slots.cut_top(len);
-            self.waiters.truncate(kept);
+        if slot as usize + 1 == self.waiters.len() {
+            self.cut_free_top();
         }
+    }
+
+    /// Cuts the free slots off the top of the task table, noting the size it had; returns its
+    /// length after the cut.
+    fn cut_free_top(&mut self) -> usize {
+        let len = self.waiters.len();
+        self.peak_task_slots = self.peak_task_slots.max(len);
+        let kept = self.free_slots.cut_top(len);
+        self.waiters.truncate(kept);
+        kept
     }
 
     /// Moves the pending tasks into the lowest slots of the task table once enough of it is
@@ -520,10 +523,8 @@ impl Machine {
                 entry.1 = new_slot(entry.1);
             }
         }
-        self.peak_task_slots = self.peak_task_slots.max(len);
-        let kept = self.free_slots.cut_top(len);
+        let kept = self.cut_free_top();
         debug_assert_eq!(kept, live);
-        self.waiters.truncate(kept);
     }
 
     /// Whether some task was spawned and did not finish.
