@@ -423,7 +423,6 @@ struct ParsedAhead<'s> {
 /// file that could not be read.
 type Ahead<'s> = HashMap<String, std::io::Result<ParsedAhead<'s>>>;
 
-/// Reads a file as UTF-8, reporting where invalid bytes start (they are replaced, to go on).
 /// Reads the texts that [`SourceFile::release_text`] let go of again, from the files they were
 /// read from, as loading read them. Returns whether every file of the map has its text; a
 /// file that changed since stays without it.
@@ -436,6 +435,7 @@ pub fn restore_sources(sources: &mut SourceMap) -> bool {
     complete
 }
 
+/// Reads a file as UTF-8, reporting where invalid bytes start (they are replaced, to go on).
 fn read_source(path: &Path) -> std::io::Result<(String, Option<usize>)> {
     let bytes = weft_ir::fs::read(path)?;
     match String::from_utf8(bytes) {
